@@ -1,0 +1,114 @@
+//! The one error type of the core. Every face (Python, Node, CLI) maps these
+//! categories to its own idiom; see the table in DESIGN.md.
+
+use std::fmt;
+
+/// Why an operation found that the caller does not hold the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotOwnedReason {
+    /// The lock key is gone: its lease ended (or it was deleted).
+    Expired,
+    /// Another owner holds the lock now (or a key of another type sits there).
+    HeldByAnother,
+}
+
+impl NotOwnedReason {
+    /// The reason as the bindings spell it (`LockNotOwned.reason` in Python).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotOwnedReason::Expired => "expired",
+            NotOwnedReason::HeldByAnother => "held by another owner",
+        }
+    }
+}
+
+impl fmt::Display for NotOwnedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a lease ended while its holder had not released it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostReason {
+    /// A renewal found the key gone (deleted from outside, or expired).
+    Expired,
+    /// A renewal found the key owned by someone else.
+    HeldByAnother,
+    /// The lease ran out while Redis could not be reached to renew it.
+    Unreachable,
+    /// `max_hold` was reached, so renewal stopped and the lease ran out.
+    MaxHold,
+    /// Auto-renew was off and the lease ran out.
+    LeaseEnded,
+}
+
+impl LostReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LostReason::Expired => "the lock key disappeared (expired or deleted)",
+            LostReason::HeldByAnother => "another owner holds the lock",
+            LostReason::Unreachable => "the lease ran out while Redis was unreachable",
+            LostReason::MaxHold => "max_hold was reached",
+            LostReason::LeaseEnded => "the lease ran out (auto-renew is off)",
+        }
+    }
+
+    /// What a release of a holding lost this way finds in Redis.
+    pub fn not_owned(self) -> NotOwnedReason {
+        match self {
+            LostReason::HeldByAnother => NotOwnedReason::HeldByAnother,
+            _ => NotOwnedReason::Expired,
+        }
+    }
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every failure of the core, in the categories every face shares.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The lock was not acquired before the deadline (or was busy on a
+    /// single attempt). `cause` carries node errors when a quorum was missed.
+    #[error("lock {name:?} was not acquired before the deadline{}", cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    Timeout { name: String, cause: Option<String> },
+    /// Release or extend of a lock this owner does not hold.
+    #[error("lock {name:?} is not held by this owner: {reason}")]
+    NotOwned {
+        name: String,
+        reason: NotOwnedReason,
+    },
+    /// The lease ended while the holder still ran.
+    #[error("lock {name:?} was lost: {reason}")]
+    Lost { name: String, reason: LostReason },
+    /// Redis unreachable, authentication refused, or a protocol error.
+    /// The message never contains a password.
+    #[error("redis connection error: {0}")]
+    Connection(String),
+    /// A bad argument, rejected before any I/O.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl Error {
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+
+    /// The stable category name shared by every face.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Timeout { .. } => "timeout",
+            Error::NotOwned { .. } => "not owner",
+            Error::Lost { .. } => "lost",
+            Error::Connection(_) => "connection",
+            Error::InvalidArgument(_) => "bad input",
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

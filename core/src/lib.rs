@@ -1,0 +1,30 @@
+//! `rlock-core`: a Redis distributed lock, the one core behind the Python, Node
+//! and command-line faces of redis-rlock.
+//!
+//! ```no_run
+//! # async fn demo() -> rlock_core::Result<()> {
+//! use rlock_core::{Client, Wait};
+//! let client = Client::connect("redis://127.0.0.1:6379").await?;
+//! let lock = client.lock("product:1001")?;
+//! let held = lock.acquire(Wait::Forever).await?;
+//! println!("fencing token {}", held.fencing_token);
+//! lock.release().await?;
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod error;
+mod keys;
+mod lock;
+mod scripts;
+mod tls;
+pub mod validate;
+mod wait;
+mod watchdog;
+
+pub use client::{Client, ClientOptions, DEFAULT_PREFIX, DEFAULT_URL};
+pub use error::{Error, LostReason, NotOwnedReason, Result};
+pub use keys::Keys;
+pub use lock::{Acquired, Lock, LockOptions, Wait, DEFAULT_TTL};
+pub use scripts::LockState;
+pub use validate::Unit;

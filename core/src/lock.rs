@@ -1,0 +1,538 @@
+//! A lock by name: acquire (one attempt, wait with deadline, wait forever),
+//! release, extend, and queries. Read top to bottom, this is the algorithm.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::client::{is_transient, Client};
+use crate::error::{Error, LostReason, NotOwnedReason, Result};
+use crate::keys::Keys;
+use crate::scripts::{owner_checked, AcquireReply, LockState, ACQUIRE, EXTEND, INSPECT, RELEASE};
+use crate::validate::{self, Unit};
+use crate::watchdog::HoldTerms;
+
+/// Default lease.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// How a lock is held once acquired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockOptions {
+    /// The lease: how long the lock outlives a holder that stops renewing it.
+    pub ttl: Duration,
+    /// Renew the lease every ttl/3 while held (the watchdog).
+    pub auto_renew: bool,
+    /// Cap on the total hold time: renewal stops so the lease ends by then.
+    pub max_hold: Option<Duration>,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            ttl: DEFAULT_TTL,
+            auto_renew: true,
+            max_hold: None,
+        }
+    }
+}
+
+impl LockOptions {
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = on;
+        self
+    }
+
+    pub fn max_hold(mut self, max_hold: Option<Duration>) -> Self {
+        self.max_hold = max_hold;
+        self
+    }
+
+    /// Options from a face's raw numbers (seconds or milliseconds), checked.
+    pub fn parse(
+        ttl: Option<f64>,
+        auto_renew: bool,
+        max_hold: Option<f64>,
+        unit: Unit,
+    ) -> Result<Self> {
+        let ttl = match ttl {
+            Some(t) => validate::lease(unit.arg("ttl"), t, unit)?,
+            None => DEFAULT_TTL,
+        };
+        let max_hold = max_hold
+            .map(|m| validate::lease(unit.arg("max_hold"), m, unit))
+            .transpose()?;
+        Ok(LockOptions {
+            ttl,
+            auto_renew,
+            max_hold,
+        })
+    }
+
+    fn check(&self) -> Result<()> {
+        validate::lease_duration("ttl", self.ttl)?;
+        if let Some(m) = self.max_hold {
+            validate::lease_duration("max_hold", m)?;
+        }
+        Ok(())
+    }
+
+    /// The lease a fresh acquisition asks for: never beyond `max_hold`.
+    fn first_lease(&self) -> Duration {
+        self.max_hold.map_or(self.ttl, |m| self.ttl.min(m))
+    }
+}
+
+/// How long an acquisition may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Exactly one attempt.
+    Once,
+    /// Wait up to this long (zero: one attempt).
+    For(Duration),
+    /// Wait until acquired.
+    Forever,
+}
+
+impl Wait {
+    /// A wait from a face's raw arguments: `blocking=false` is one attempt,
+    /// no timeout is forever; negative, NaN and infinite timeouts are refused.
+    pub fn parse(blocking: bool, timeout: Option<f64>, unit: Unit) -> Result<Self> {
+        let timeout = timeout
+            .map(|t| validate::span(unit.arg("timeout"), t, unit))
+            .transpose()?;
+        Ok(match (blocking, timeout) {
+            (false, _) => Wait::Once,
+            (true, None) => Wait::Forever,
+            (true, Some(d)) if d.is_zero() => Wait::Once,
+            (true, Some(d)) => Wait::For(d),
+        })
+    }
+
+    fn deadline(self, start: Instant) -> Option<Instant> {
+        match self {
+            Wait::Once => Some(start),
+            Wait::For(d) => Some(start + d),
+            Wait::Forever => None,
+        }
+    }
+}
+
+/// What an acquisition gives its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquired {
+    /// Strictly larger on every fresh acquisition of this name; unchanged by re-entry.
+    pub fencing_token: u64,
+    /// Re-entry depth after this acquisition (1: fresh).
+    pub count: u32,
+}
+
+/// A lock by name, as seen by one owner: the handle that made it (Rust and
+/// Node), or the thread or task a binding names. Clones are the same owner.
+#[derive(Clone)]
+pub struct Lock {
+    client: Client,
+    name: Arc<str>,
+    keys: Arc<Keys>,
+    owner: Arc<str>,
+    options: LockOptions,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(
+        client: Client,
+        name: &str,
+        options: LockOptions,
+        unit: &str,
+    ) -> Result<Self> {
+        validate::name(name)?;
+        options.check()?;
+        let keys = Arc::new(Keys::new(&client.inner.prefix, name));
+        let owner = Arc::from(format!("{}:{unit}", client.inner.id));
+        Ok(Lock {
+            client,
+            name: Arc::from(name),
+            keys,
+            owner,
+            options,
+        })
+    }
+
+    /// The same lock seen by another owner unit (a binding's thread or task).
+    pub fn with_owner(&self, unit: &str) -> Lock {
+        Lock {
+            owner: Arc::from(format!("{}:{unit}", self.client.inner.id)),
+            ..self.clone()
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    pub fn options(&self) -> &LockOptions {
+        &self.options
+    }
+
+    /// This owner's full id, as stored in the lock's `owner` field.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Acquires the lock, waiting as `wait` allows. Fails with
+    /// [`Error::Timeout`] when the lock stays busy until the deadline.
+    pub async fn acquire(&self, wait: Wait) -> Result<Acquired> {
+        let span = tracing::debug_span!("acquire", lock = %self.name);
+        self.acquire_waiting(wait).instrument(span).await
+    }
+
+    async fn acquire_waiting(&self, wait: Wait) -> Result<Acquired> {
+        let start = Instant::now();
+        // The uncontended path: one round trip, no subscription.
+        if let AcquireReply::Held { fence, count } = self.attempt().await? {
+            return Ok(self.acquired(fence, count));
+        }
+        let deadline = wait.deadline(start);
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(self.timeout());
+        }
+        // Subscribe before the next attempt, so a release that lands between
+        // that attempt and the sleep still wakes this waiter.
+        let ticket = self.client.inner.join(&self.keys.channel).await;
+        loop {
+            let pttl_ms = match self.attempt().await? {
+                AcquireReply::Held { fence, count } => return Ok(self.acquired(fence, count)),
+                AcquireReply::Busy { pttl_ms } => pttl_ms,
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(self.timeout());
+            }
+            // Never a poll: sleep until a release message, or until the
+            // holder's lease would end if that message never comes.
+            let bound = now + crate::wait::sleep_bound(pttl_ms, self.options.ttl);
+            let until = deadline.map_or(bound, |d| d.min(bound));
+            tokio::select! {
+                _ = ticket.released() => tracing::trace!(lock = %self.name, "woken by release"),
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    /// One attempt: `Some` when acquired, `None` when someone else holds it.
+    pub async fn try_acquire(&self) -> Result<Option<Acquired>> {
+        match self.acquire(Wait::Once).await {
+            Ok(a) => Ok(Some(a)),
+            Err(Error::Timeout { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn acquired(&self, fencing_token: u64, count: u32) -> Acquired {
+        tracing::debug!(lock = %self.name, fence = fencing_token, count, "acquired");
+        Acquired {
+            fencing_token,
+            count,
+        }
+    }
+
+    fn timeout(&self) -> Error {
+        Error::Timeout {
+            name: self.name.to_string(),
+            cause: None,
+        }
+    }
+
+    /// One acquire round trip, recorded in the holdings table on success.
+    /// Cancel-safe: if the caller stops waiting while the request is in
+    /// flight, the request still completes and an acquisition it made is
+    /// released rather than leaked.
+    fn attempt(&self) -> FinishOnDrop {
+        let lock = self.clone();
+        FinishOnDrop {
+            fut: Some(Box::pin(async move { lock.attempt_inner().await })),
+            lock: self.clone(),
+        }
+    }
+
+    async fn attempt_inner(&self) -> Result<AcquireReply> {
+        let inner = &self.client.inner;
+        let believed = inner.holdings.believed_count(&self.keys.lock, &self.owner);
+        let lease_ms = self.options.first_lease().as_millis() as u64;
+        let mut conn = inner.conn.clone();
+        let sent = Instant::now();
+        let call = |retry_after: i64| {
+            let mut inv = ACQUIRE.key(&self.keys.lock);
+            inv.key(&self.keys.fence)
+                .arg(&*self.owner)
+                .arg(lease_ms)
+                .arg(retry_after);
+            inv
+        };
+        let reply: Vec<i64> = match call(-1).invoke_async(&mut conn).await {
+            Err(e) if is_transient(&e) => {
+                // The lost request may have been applied: the retry says how
+                // many re-entries this owner had before it.
+                call(i64::from(believed))
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(|e| inner.error(&e))?
+            }
+            other => other.map_err(|e| inner.error(&e))?,
+        };
+        let reply = AcquireReply::parse(&reply)
+            .ok_or_else(|| Error::Connection(format!("unexpected acquire reply {reply:?}")))?;
+        if let AcquireReply::Held { fence, count } = reply {
+            inner.holdings.acquired(&self.terms(), fence, count, sent);
+        }
+        Ok(reply)
+    }
+
+    fn terms(&self) -> HoldTerms {
+        HoldTerms {
+            name: self.name.clone(),
+            keys: self.keys.clone(),
+            owner: self.owner.clone(),
+            lease: self.options.first_lease(),
+            auto_renew: self.options.auto_renew,
+            max_hold: self.options.max_hold,
+        }
+    }
+
+    /// Releases one acquisition; returns the re-entries left (0: the lock is
+    /// free and its waiters were told). Fails with [`Error::NotOwned`] when this
+    /// owner does not hold it, and never touches another owner's lock.
+    pub async fn release(&self) -> Result<u32> {
+        let inner = &self.client.inner;
+        let lease_ms = self.options.ttl.as_millis() as u64;
+        let mut conn = inner.conn.clone();
+        let sent = Instant::now();
+        let call = || {
+            let mut inv = RELEASE.key(&self.keys.lock);
+            inv.key(&self.keys.channel)
+                .arg(&*self.owner)
+                .arg(lease_ms)
+                .arg("PUBLISH");
+            inv
+        };
+        let outcome = match call().invoke_async::<i64>(&mut conn).await {
+            Err(e) if is_transient(&e) => {
+                let retried = call().invoke_async::<i64>(&mut conn).await;
+                // "Gone" on the retry of a last release whose lease had not run
+                // out means the lost request deleted it.
+                let view = inner.holdings.view(&self.keys.lock, &self.owner);
+                match retried {
+                    Ok(-1) if view.is_some_and(|v| v.lost.is_none() && v.count == 1) => Ok(0),
+                    other => other,
+                }
+            }
+            other => other,
+        }
+        .map_err(|e| inner.error(&e))?;
+        match owner_checked(outcome) {
+            Ok(remaining) => {
+                inner
+                    .holdings
+                    .released(&self.keys.lock, &self.owner, remaining, sent);
+                tracing::debug!(lock = %self.name, remaining, "released");
+                Ok(remaining)
+            }
+            Err(reason) => {
+                inner.holdings.forget(&self.keys.lock, &self.owner);
+                tracing::debug!(lock = %self.name, %reason, "release refused");
+                Err(Error::NotOwned {
+                    name: self.name.to_string(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// Ends a scoped holding (a `with` block, `using()`, `rlock exec`): releases,
+    /// and reports a lease that ended during the scope as [`Error::Lost`],
+    /// which takes precedence over how the release went.
+    pub async fn finish(&self) -> Result<()> {
+        let lost = self.lost();
+        let released = self.release().await;
+        let reason = match (lost, &released) {
+            (Some(reason), _) => reason,
+            (None, Err(Error::NotOwned { reason, .. })) => match reason {
+                NotOwnedReason::Expired => LostReason::Expired,
+                NotOwnedReason::HeldByAnother => LostReason::HeldByAnother,
+            },
+            (None, _) => return released.map(|_| ()),
+        };
+        Err(Error::Lost {
+            name: self.name.to_string(),
+            reason,
+        })
+    }
+
+    /// Resets the lease of a lock this owner holds to `ttl` (the lock's own
+    /// ttl when `None`); later renewals keep the new lease.
+    pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
+        let lease = match ttl {
+            Some(t) => validate::lease_duration("ttl", t)?,
+            None => self.options.ttl,
+        };
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let sent = Instant::now();
+        let mut inv = EXTEND.key(&self.keys.lock);
+        inv.arg(&*self.owner).arg(lease.as_millis() as u64);
+        // Extending is idempotent, so a retry after a dropped connection is safe.
+        let outcome = match inv.invoke_async::<i64>(&mut conn).await {
+            Err(e) if is_transient(&e) => inv.invoke_async::<i64>(&mut conn).await,
+            other => other,
+        }
+        .map_err(|e| inner.error(&e))?;
+        match owner_checked(outcome) {
+            Ok(_) => {
+                inner
+                    .holdings
+                    .extended(&self.keys.lock, &self.owner, lease, sent);
+                Ok(())
+            }
+            Err(reason) => {
+                inner.holdings.lose(&self.keys.lock, &self.owner, reason);
+                Err(Error::NotOwned {
+                    name: self.name.to_string(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// The lock's state in Redis (one round trip).
+    pub async fn state(&self) -> Result<LockState> {
+        let inner = &self.client.inner;
+        let mut conn = inner.conn.clone();
+        let mut inv = INSPECT.key(&self.keys.lock);
+        inv.key(&self.keys.fence);
+        let reply = match inv.invoke_async(&mut conn).await {
+            Err(e) if is_transient(&e) => inv.invoke_async(&mut conn).await,
+            other => other,
+        }
+        .map_err(|e| inner.error(&e))?;
+        Ok(LockState::from_reply(reply))
+    }
+
+    /// Whether anyone holds the lock.
+    pub async fn locked(&self) -> Result<bool> {
+        Ok(self.state().await?.held)
+    }
+
+    /// Whether this owner holds the lock (asked of Redis, not of local state).
+    pub async fn owned(&self) -> Result<bool> {
+        Ok(self.state().await?.owner.as_deref() == Some(&*self.owner))
+    }
+
+    /// This owner's fencing token while it holds the lock (lost or not).
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.view().map(|v| v.fence)
+    }
+
+    /// This owner's re-entry depth (0 when not held).
+    pub fn count(&self) -> u32 {
+        self.view().map_or(0, |v| v.count)
+    }
+
+    /// Why this owner's lease ended while held, if it did.
+    pub fn lost(&self) -> Option<LostReason> {
+        self.view().and_then(|v| v.lost)
+    }
+
+    /// Resolves when this owner's current holding is lost (with the reason),
+    /// or with `None` when it is released first or nothing is held.
+    pub fn lost_signal(&self) -> impl Future<Output = Option<LostReason>> + Send + 'static {
+        let rx = self
+            .client
+            .inner
+            .holdings
+            .lost_watch(&self.keys.lock, &self.owner);
+        wait_lost(rx)
+    }
+
+    fn view(&self) -> Option<crate::watchdog::HoldingView> {
+        self.client
+            .inner
+            .holdings
+            .view(&self.keys.lock, &self.owner)
+    }
+}
+
+async fn wait_lost(rx: Option<watch::Receiver<Option<LostReason>>>) -> Option<LostReason> {
+    let mut rx = rx?;
+    // Err: the holding left the table (released) without being lost.
+    rx.wait_for(Option::is_some).await.ok().and_then(|r| *r)
+}
+
+type AttemptFuture = Pin<Box<dyn Future<Output = Result<AcquireReply>> + Send>>;
+
+/// An acquire request that, if dropped before it completes, is driven to
+/// completion in the background and released if it acquired.
+struct FinishOnDrop {
+    fut: Option<AttemptFuture>,
+    lock: Lock,
+}
+
+impl Future for FinishOnDrop {
+    type Output = Result<AcquireReply>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = self.fut.as_mut().expect("polled after completion");
+        let out = std::task::ready!(fut.as_mut().poll(cx));
+        self.fut = None;
+        Poll::Ready(out)
+    }
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        if let Some(fut) = self.fut.take() {
+            let lock = self.lock.clone();
+            self.lock.client.inner.runtime().spawn(async move {
+                if let Ok(AcquireReply::Held { .. }) = fut.await {
+                    tracing::debug!(lock = %lock.name, "acquired after cancellation; releasing");
+                    let _ = lock.release().await;
+                }
+            });
+        }
+    }
+}
+
+impl Unit {
+    /// The argument's name in the face's spelling (`ttl` / `ttlMs`).
+    pub fn arg(self, name: &'static str) -> &'static str {
+        match (self, name) {
+            (Unit::Seconds, n) => n,
+            (Unit::Millis, "ttl") => "ttlMs",
+            (Unit::Millis, "max_hold") => "maxHoldMs",
+            (Unit::Millis, "timeout") => "timeoutMs",
+            (Unit::Millis, n) => n,
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! Holdings and the watchdog: what this client holds, the one renewal loop that
+//! keeps every auto-renew holding alive, and lost-lock signalling.
+//!
+//! Every holding of the client sits in one table keyed by (lock key, owner).
+//! The loop wakes at the earliest renewal or expiry of any holding, renews
+//! everything due in one pipeline (one round trip per tick, whatever the number
+//! of held locks), and marks a holding lost the moment its lease ends by this
+//! client's clock without a confirmed renewal, or a renewal finds the key gone
+//! or someone else's.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use crate::client::Shutdown;
+use crate::error::{LostReason, NotOwnedReason};
+use crate::keys::Keys;
+use crate::scripts::{owner_checked, EXTEND};
+
+/// Holdings due within this share of their renewal period are renewed in the
+/// same tick, so locks taken at about the same time share round trips.
+const BATCH_WINDOW_DIVISOR: u32 = 2;
+/// Renewals fewer than this many milliseconds of lease are not worth sending.
+const MIN_LEASE_MS: u64 = 1;
+
+/// The settings of one holding that the watchdog needs.
+#[derive(Debug, Clone)]
+pub(crate) struct HoldTerms {
+    pub name: Arc<str>,
+    pub keys: Arc<Keys>,
+    pub owner: Arc<str>,
+    pub lease: Duration,
+    pub auto_renew: bool,
+    pub max_hold: Option<Duration>,
+}
+
+struct Holding {
+    terms: HoldTerms,
+    fence: u64,
+    count: u32,
+    max_hold_until: Option<Instant>,
+    /// When the lease ends by this client's clock: measured from before the
+    /// request that set it, so it never runs later than Redis' own expiry.
+    expires_at: Instant,
+    next_renew: Instant,
+    renewing: bool,
+    generation: u64,
+    lost: watch::Sender<Option<LostReason>>,
+}
+
+impl Holding {
+    fn period(&self) -> Duration {
+        self.terms.lease / 3
+    }
+
+    fn renewable(&self) -> bool {
+        self.terms.auto_renew && self.lost.borrow().is_none()
+    }
+
+    /// The lease the next renewal asks for: capped so a holding never
+    /// outlives `max_hold`.
+    fn renewal_lease(&self, now: Instant) -> Duration {
+        match self.max_hold_until {
+            Some(until) => self.terms.lease.min(until.saturating_duration_since(now)),
+            None => self.terms.lease,
+        }
+    }
+
+    fn lose(&mut self, reason: LostReason) {
+        if self.lost.borrow().is_none() {
+            tracing::warn!(lock = %self.terms.name, fence = self.fence, %reason, "lock lost");
+            self.lost.send_replace(Some(reason));
+        }
+    }
+
+    /// Why the lease ran out by the clock.
+    fn expiry_reason(&self) -> LostReason {
+        if !self.terms.auto_renew {
+            LostReason::LeaseEnded
+        } else if self
+            .max_hold_until
+            .is_some_and(|until| until <= self.expires_at)
+        {
+            LostReason::MaxHold
+        } else {
+            LostReason::Unreachable
+        }
+    }
+}
+
+/// What one holding looks like to its owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HoldingView {
+    pub fence: u64,
+    pub count: u32,
+    pub lost: Option<LostReason>,
+}
+
+/// One extension the loop sends.
+struct Renewal {
+    lock_key: String,
+    owner: Arc<str>,
+    lease_ms: u64,
+    generation: u64,
+}
+
+/// Holdings by lock key, then by owner.
+#[derive(Default)]
+struct Table {
+    locks: HashMap<String, HashMap<Arc<str>, Holding>>,
+    /// When the loop will wake next on its own; a change that needs an
+    /// earlier wake notifies it, any other change costs it nothing.
+    scheduled: Option<Instant>,
+    generations: u64,
+}
+
+impl Table {
+    fn holdings(&self) -> impl Iterator<Item = &Holding> {
+        self.locks.values().flat_map(|o| o.values())
+    }
+}
+
+/// The table of everything this client holds.
+#[derive(Default)]
+pub(crate) struct Holdings {
+    table: Mutex<Table>,
+    /// Wakes the loop when a holding needs it earlier than it planned.
+    changed: Notify,
+}
+
+impl Holdings {
+    fn with<R>(&self, key: &str, owner: &str, f: impl FnOnce(&mut Holding) -> R) -> Option<R> {
+        let mut table = self.table.lock().unwrap();
+        table.locks.get_mut(key)?.get_mut(owner).map(f)
+    }
+
+    /// Wakes the loop if `at` comes before its planned wake.
+    fn wake_by(&self, table: &Table, at: Instant) {
+        if table.scheduled.is_none_or(|s| at < s) {
+            self.changed.notify_one();
+        }
+    }
+
+    pub(crate) fn view(&self, key: &str, owner: &str) -> Option<HoldingView> {
+        self.with(key, owner, |h| HoldingView {
+            fence: h.fence,
+            count: h.count,
+            lost: *h.lost.borrow(),
+        })
+    }
+
+    /// The re-entry count this owner believes it holds (0 when it holds none
+    /// or its holding was lost): lets a retried acquire recognise that the
+    /// lost request had been applied.
+    pub(crate) fn believed_count(&self, key: &str, owner: &str) -> u32 {
+        self.view(key, owner)
+            .filter(|v| v.lost.is_none())
+            .map_or(0, |v| v.count)
+    }
+
+    pub(crate) fn lost_watch(
+        &self,
+        key: &str,
+        owner: &str,
+    ) -> Option<watch::Receiver<Option<LostReason>>> {
+        self.with(key, owner, |h| h.lost.subscribe())
+    }
+
+    /// Records an acquisition confirmed by Redis; `sent` is when its request left.
+    pub(crate) fn acquired(&self, terms: &HoldTerms, fence: u64, count: u32, sent: Instant) {
+        let mut guard = self.table.lock().unwrap();
+        let table = &mut *guard;
+        table.generations += 1;
+        let generation = table.generations;
+        let owners = table.locks.entry(terms.keys.lock.clone()).or_default();
+        let fresh = || Holding {
+            terms: terms.clone(),
+            fence,
+            count,
+            max_hold_until: terms.max_hold.map(|m| sent + m),
+            expires_at: sent + terms.lease,
+            next_renew: sent + terms.lease / 3,
+            renewing: false,
+            generation,
+            lost: watch::channel(None).0,
+        };
+        let wake = match owners.get_mut(&*terms.owner) {
+            Some(h) if h.lost.borrow().is_none() && h.fence == fence => {
+                // Re-entry: the same holding, its lease reset by the script.
+                h.count = count;
+                h.expires_at = sent + terms.lease;
+                h.next_renew = h.next_renew.min(sent + terms.lease / 3);
+                h.next_renew
+            }
+            Some(h) => {
+                *h = fresh();
+                h.next_renew
+            }
+            None => {
+                owners
+                    .entry(terms.owner.clone())
+                    .or_insert_with(fresh)
+                    .next_renew
+            }
+        };
+        self.wake_by(table, wake.min(sent + terms.lease));
+    }
+
+    /// Records a release confirmed by Redis; `remaining` re-entries are left.
+    pub(crate) fn released(&self, key: &str, owner: &str, remaining: u32, sent: Instant) {
+        if remaining == 0 {
+            self.forget(key, owner);
+        } else {
+            self.with(key, owner, |h| {
+                h.count = remaining;
+                h.expires_at = sent + h.terms.lease;
+            });
+        }
+    }
+
+    /// Drops a holding from the table: renewals for it stop here.
+    pub(crate) fn forget(&self, key: &str, owner: &str) {
+        let mut table = self.table.lock().unwrap();
+        if let Some(owners) = table.locks.get_mut(key) {
+            owners.remove(owner);
+            if owners.is_empty() {
+                table.locks.remove(key);
+            }
+        }
+    }
+
+    /// Records an extension confirmed by Redis: `lease` is the new lease, kept
+    /// for later renewals too.
+    pub(crate) fn extended(&self, key: &str, owner: &str, lease: Duration, sent: Instant) {
+        let mut table = self.table.lock().unwrap();
+        let Some(h) = table.locks.get_mut(key).and_then(|o| o.get_mut(owner)) else {
+            return;
+        };
+        h.terms.lease = lease;
+        h.expires_at = sent + lease;
+        h.next_renew = sent + lease / 3;
+        let wake = h.next_renew;
+        self.wake_by(&table, wake);
+    }
+
+    /// Marks a holding lost now (an extend or release found it gone).
+    pub(crate) fn lose(&self, key: &str, owner: &str, reason: NotOwnedReason) {
+        self.with(key, owner, |h| {
+            h.lose(match reason {
+                NotOwnedReason::Expired => LostReason::Expired,
+                NotOwnedReason::HeldByAnother => LostReason::HeldByAnother,
+            })
+        });
+    }
+
+    /// The next instant the loop has work (a renewal or an expiry), which
+    /// becomes the loop's plan.
+    fn plan_wake(&self) -> Option<Instant> {
+        let mut table = self.table.lock().unwrap();
+        let next = table
+            .holdings()
+            .filter(|h| h.lost.borrow().is_none())
+            .map(|h| {
+                if h.renewable() && !h.renewing {
+                    h.expires_at.min(h.next_renew)
+                } else {
+                    h.expires_at
+                }
+            })
+            .min();
+        table.scheduled = next;
+        next
+    }
+
+    /// Marks lost every holding whose lease ended by the clock.
+    fn expire(&self, now: Instant) {
+        let mut table = self.table.lock().unwrap();
+        for h in table.locks.values_mut().flat_map(|o| o.values_mut()) {
+            if h.expires_at <= now && h.lost.borrow().is_none() {
+                let reason = h.expiry_reason();
+                h.lose(reason);
+            }
+        }
+    }
+
+    /// Collects the renewals due now (and those due soon, to share the trip).
+    fn due(&self, now: Instant) -> Vec<Renewal> {
+        let mut table = self.table.lock().unwrap();
+        let mut batch = Vec::new();
+        for (key, owners) in table.locks.iter_mut() {
+            for (owner, h) in owners.iter_mut() {
+                if !h.renewable() || h.renewing {
+                    continue;
+                }
+                if h.next_renew > now + h.period() / BATCH_WINDOW_DIVISOR {
+                    continue;
+                }
+                let lease_ms = h.renewal_lease(now).as_millis() as u64;
+                if lease_ms < MIN_LEASE_MS {
+                    // max_hold reached: stop renewing; the lease runs out.
+                    h.next_renew = h.expires_at;
+                    continue;
+                }
+                h.renewing = true;
+                batch.push(Renewal {
+                    lock_key: key.clone(),
+                    owner: owner.clone(),
+                    lease_ms,
+                    generation: h.generation,
+                });
+            }
+        }
+        batch
+    }
+
+    /// Applies the outcome of one renewal round trip.
+    fn apply(&self, batch: &[Renewal], sent: Instant, outcome: Option<&[i64]>) {
+        let now = Instant::now();
+        let mut table = self.table.lock().unwrap();
+        for (i, r) in batch.iter().enumerate() {
+            let Some(h) = table
+                .locks
+                .get_mut(&r.lock_key)
+                .and_then(|o| o.get_mut(&*r.owner))
+                .filter(|h| h.generation == r.generation)
+            else {
+                continue; // released (or replaced) while the renewal was in flight
+            };
+            h.renewing = false;
+            match outcome.and_then(|o| o.get(i)).map(|v| owner_checked(*v)) {
+                Some(Ok(_)) => {
+                    h.expires_at = sent + Duration::from_millis(r.lease_ms);
+                    h.next_renew = sent + h.period();
+                    tracing::trace!(lock = %h.terms.name, "renewed");
+                }
+                Some(Err(NotOwnedReason::Expired)) => h.lose(LostReason::Expired),
+                Some(Err(NotOwnedReason::HeldByAnother)) => h.lose(LostReason::HeldByAnother),
+                None => {
+                    // Not confirmed (Redis unreachable or slow): try again soon;
+                    // the expiry check reports the loss if it never succeeds.
+                    let retry = (h.period() / 4)
+                        .clamp(Duration::from_millis(10), Duration::from_millis(250));
+                    h.next_renew = now + retry;
+                }
+            }
+        }
+    }
+}
+
+/// Sends one pipeline of extensions; loads the script once if Redis lost it.
+async fn send_renewals(
+    conn: &mut ConnectionManager,
+    batch: &[Renewal],
+) -> redis::RedisResult<Vec<i64>> {
+    let pipeline = || {
+        let mut pipe = redis::pipe();
+        for r in batch {
+            pipe.invoke_script(EXTEND.key(&r.lock_key).arg(&*r.owner).arg(r.lease_ms));
+        }
+        pipe
+    };
+    match pipeline().query_async(conn).await {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            EXTEND.prepare_invoke().load_async(conn).await?;
+            pipeline().query_async(conn).await
+        }
+        other => other,
+    }
+}
+
+/// The renewal loop of one client. Ends when `shutdown` turns true.
+pub(crate) async fn run(
+    holdings: Arc<Holdings>,
+    mut conn: ConnectionManager,
+    mut shutdown: Shutdown,
+) {
+    loop {
+        let next = holdings.plan_wake();
+        tokio::select! {
+            _ = shutdown.signalled() => return,
+            _ = holdings.changed.notified() => continue,
+            _ = sleep_until_opt(next) => {}
+        }
+        let now = Instant::now();
+        holdings.expire(now);
+        let batch = holdings.due(now);
+        if batch.is_empty() {
+            continue;
+        }
+        let sent = Instant::now();
+        // A renewal that outlives the earliest lease is as good as failed:
+        // stop waiting for it so the expiry is reported on time.
+        let deadline = holdings.next_expiry();
+        let outcome = tokio::select! {
+            r = send_renewals(&mut conn, &batch) => r.map_err(|e| tracing::debug!(error = %e, n = batch.len(), "renewal failed")).ok(),
+            _ = sleep_until_opt(deadline) => None,
+            _ = shutdown.signalled() => return,
+        };
+        holdings.apply(&batch, sent, outcome.as_deref());
+    }
+}
+
+impl Holdings {
+    fn next_expiry(&self) -> Option<Instant> {
+        let table = self.table.lock().unwrap();
+        table
+            .holdings()
+            .filter(|h| h.lost.borrow().is_none())
+            .map(|h| h.expires_at)
+            .min()
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
