@@ -174,6 +174,7 @@ pub(crate) async fn run_pubsub(
     connect_timeout: Duration,
 ) {
     let mut backoff = RECONNECT_MIN;
+    let mut reconnecting = false;
     loop {
         let connected = tokio::select! {
             _ = shutdown.signalled() => return,
@@ -196,15 +197,18 @@ pub(crate) async fn run_pubsub(
         let (mut sink, mut stream) = pubsub.split();
         let mut subscribed: HashSet<String> = HashSet::new();
         let Some(w) = waiters.upgrade() else { return };
-        // Re-subscribe what waiters need, then wake them: messages published
-        // while the connection was down are gone.
+        // Subscribe what waiters need. After a reconnect, also wake them:
+        // messages published while the connection was down are gone.
         for channel in w.wanted() {
             if sink.subscribe(&channel).await.is_ok() {
                 w.mark_subscribed(&channel, true);
                 subscribed.insert(channel);
             }
         }
-        w.wake_all_channels();
+        if reconnecting {
+            w.wake_all_channels();
+        }
+        reconnecting = true;
         drop(w);
         loop {
             tokio::select! {

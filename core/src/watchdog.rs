@@ -43,6 +43,8 @@ struct Holding {
     fence: u64,
     count: u32,
     max_hold_until: Option<Instant>,
+    /// The current lease was shortened to end by `max_hold`: no renewal follows.
+    capped: bool,
     /// When the lease ends by this client's clock: measured from before the
     /// request that set it, so it never runs later than Redis' own expiry.
     expires_at: Instant,
@@ -81,10 +83,7 @@ impl Holding {
     fn expiry_reason(&self) -> LostReason {
         if !self.terms.auto_renew {
             LostReason::LeaseEnded
-        } else if self
-            .max_hold_until
-            .is_some_and(|until| until <= self.expires_at)
-        {
+        } else if self.capped {
             LostReason::MaxHold
         } else {
             LostReason::Unreachable
@@ -105,6 +104,8 @@ struct Renewal {
     lock_key: String,
     owner: Arc<str>,
     lease_ms: u64,
+    /// The lease asked for was shortened to end by `max_hold`.
+    capped: bool,
     generation: u64,
 }
 
@@ -182,6 +183,7 @@ impl Holdings {
             fence,
             count,
             max_hold_until: terms.max_hold.map(|m| sent + m),
+            capped: terms.max_hold.is_some_and(|m| m <= terms.lease),
             expires_at: sent + terms.lease,
             next_renew: sent + terms.lease / 3,
             renewing: false,
@@ -299,9 +301,11 @@ impl Holdings {
                 if h.next_renew > now + h.period() / BATCH_WINDOW_DIVISOR {
                     continue;
                 }
-                let lease_ms = h.renewal_lease(now).as_millis() as u64;
+                let lease = h.renewal_lease(now);
+                let lease_ms = lease.as_millis() as u64;
                 if lease_ms < MIN_LEASE_MS {
                     // max_hold reached: stop renewing; the lease runs out.
+                    h.capped = true;
                     h.next_renew = h.expires_at;
                     continue;
                 }
@@ -310,6 +314,7 @@ impl Holdings {
                     lock_key: key.clone(),
                     owner: owner.clone(),
                     lease_ms,
+                    capped: lease < h.terms.lease,
                     generation: h.generation,
                 });
             }
@@ -333,6 +338,7 @@ impl Holdings {
             h.renewing = false;
             match outcome.and_then(|o| o.get(i)).map(|v| owner_checked(*v)) {
                 Some(Ok(_)) => {
+                    h.capped = r.capped;
                     h.expires_at = sent + Duration::from_millis(r.lease_ms);
                     h.next_renew = sent + h.period();
                     tracing::trace!(lock = %h.terms.name, "renewed");

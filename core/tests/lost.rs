@@ -1,0 +1,103 @@
+//! Lost locks: the holder is told the moment its lease ends without it.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use rlock_core::{Client, Error, LockOptions, LostReason, Wait};
+use support::RedisServer;
+
+#[tokio::test]
+async fn a_key_deleted_from_outside_is_reported_lost_within_a_renewal_period() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let opts = LockOptions::default().ttl(Duration::from_millis(900));
+    let lock = client.lock_with("victim", opts).unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let _: () = redis.conn().del("rlock:{victim}").unwrap();
+    let deleted = Instant::now();
+    // lease/3 = 300 ms, plus a generous margin for a loaded machine.
+    let lost = tokio::time::timeout(Duration::from_millis(1500), lock.lost_signal())
+        .await
+        .expect("not reported lost in time");
+    assert_eq!(lost, Some(LostReason::Expired));
+    assert!(deleted.elapsed() < Duration::from_millis(1500));
+    assert_eq!(lock.lost(), Some(LostReason::Expired));
+    // A scoped exit reports the loss, not a plain release error.
+    let err = lock.finish().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Lost {
+                reason: LostReason::Expired,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(lock.lost(), None, "the holding is gone after finish");
+}
+
+#[tokio::test]
+async fn a_key_taken_by_another_owner_is_reported_lost_with_that_reason() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let opts = LockOptions::default().ttl(Duration::from_millis(600));
+    let lock = client.lock_with("stolen", opts).unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let _: () = redis
+        .conn()
+        .hset("rlock:{stolen}", "owner", "someone-else")
+        .unwrap();
+    let lost = tokio::time::timeout(Duration::from_secs(2), lock.lost_signal())
+        .await
+        .unwrap();
+    assert_eq!(lost, Some(LostReason::HeldByAnother));
+    let owner: String = redis.conn().hget("rlock:{stolen}", "owner").unwrap();
+    assert_eq!(
+        owner, "someone-else",
+        "the other owner's lock is never touched"
+    );
+    let err = lock.release().await.unwrap_err();
+    assert_eq!(err.category(), "not owner");
+}
+
+#[tokio::test]
+async fn redis_stopped_while_held_reports_lost_by_the_lease_deadline_then_recovers() {
+    let mut redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let opts = LockOptions::default().ttl(Duration::from_millis(800));
+    let lock = client.lock_with("outage", opts).unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let stopped = Instant::now();
+    redis.stop();
+    let lost = tokio::time::timeout(Duration::from_secs(3), lock.lost_signal())
+        .await
+        .expect("loss not reported");
+    assert_eq!(lost, Some(LostReason::Unreachable));
+    // By the lease deadline (800 ms after the last renewal, so at most 800 ms
+    // after the stop), plus scheduling slack.
+    assert!(
+        stopped.elapsed() < Duration::from_millis(1300),
+        "{:?}",
+        stopped.elapsed()
+    );
+
+    redis.restart();
+    let fresh = client.lock("outage").unwrap();
+    let mut acquired = None;
+    for _ in 0..3 {
+        // The first command on the dropped connection may fail once more
+        // while the manager reconnects.
+        match fresh.acquire(Wait::For(Duration::from_secs(2))).await {
+            Ok(a) => {
+                acquired = Some(a);
+                break;
+            }
+            Err(e) => assert_eq!(e.category(), "connection", "{e:?}"),
+        }
+    }
+    assert!(acquired.is_some(), "acquisitions work after the restart");
+    fresh.release().await.unwrap();
+}

@@ -1,0 +1,157 @@
+//! Bad input gets a typed error before any I/O; connection failures are
+//! connection errors that never show a password.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use rlock_core::{validate, Client, ClientOptions, Error, LockOptions, Unit, Wait};
+use support::RedisServer;
+
+fn is_invalid<T: std::fmt::Debug>(r: Result<T, Error>) -> bool {
+    matches!(r, Err(Error::InvalidArgument(_)))
+}
+
+#[tokio::test]
+async fn every_bad_argument_is_refused_before_any_io() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let mut monitor = redis.monitor();
+
+    assert!(is_invalid(client.lock("")));
+    assert!(is_invalid(client.lock("}starts-with-brace")));
+    assert!(is_invalid(
+        client.lock(&"x".repeat(validate::MAX_NAME_BYTES + 1))
+    ));
+    assert!(!is_invalid(client.lock(&"x".repeat(64 * 1024))));
+    for ttl in [0.0, -1.0, f64::NAN, f64::INFINITY, 400.0 * 24.0 * 3600.0] {
+        assert!(
+            is_invalid(LockOptions::parse(Some(ttl), true, None, Unit::Seconds)),
+            "ttl {ttl}"
+        );
+        assert!(
+            is_invalid(LockOptions::parse(
+                Some(ttl * 1000.0),
+                true,
+                None,
+                Unit::Millis
+            )),
+            "ttlMs {ttl}"
+        );
+    }
+    for max_hold in [0.0, -5.0, f64::NAN] {
+        assert!(is_invalid(LockOptions::parse(
+            None,
+            true,
+            Some(max_hold),
+            Unit::Seconds
+        )));
+    }
+    for timeout in [-0.001, f64::NAN, f64::NEG_INFINITY, f64::INFINITY] {
+        assert!(
+            is_invalid(Wait::parse(true, Some(timeout), Unit::Seconds)),
+            "timeout {timeout}"
+        );
+    }
+    assert_eq!(
+        Wait::parse(true, None, Unit::Seconds).unwrap(),
+        Wait::Forever
+    );
+    assert_eq!(
+        Wait::parse(false, Some(5.0), Unit::Seconds).unwrap(),
+        Wait::Once
+    );
+    assert_eq!(
+        Wait::parse(true, Some(0.0), Unit::Millis).unwrap(),
+        Wait::Once
+    );
+    assert!(is_invalid(
+        client.lock_with("x", LockOptions::default().ttl(Duration::ZERO))
+    ));
+    let lock = client.lock("x").unwrap();
+    assert!(is_invalid(lock.extend(Some(Duration::ZERO)).await));
+
+    for prefix in ["", "has space", "br{ace", "tab\t"] {
+        let r = Client::connect_with(&redis.url(), ClientOptions::default().prefix(prefix)).await;
+        assert!(is_invalid(r), "prefix {prefix:?}");
+    }
+    for url in [
+        "",
+        "not a url",
+        "http://127.0.0.1:6379",
+        "redis://",
+        "redis://127.0.0.1:6379/notadb",
+    ] {
+        assert!(is_invalid(Client::connect(url).await), "url {url:?}");
+    }
+    let sent = monitor.mark();
+    assert!(sent.is_empty(), "nothing reached Redis: {sent:?}");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut redis.conn())
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_fast_connection_error() {
+    // A port nothing listens on: take a free one and leave it closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let start = Instant::now();
+    let err = Client::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "connection", "{err:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_a_connection_error_that_never_shows_it() {
+    let redis = RedisServer::start_with(&["--requirepass", "right-horse-battery"]);
+    let secret = "WrongStaple%2F42";
+    let url = format!("redis://:{secret}@127.0.0.1:{}", redis.port);
+    let err = Client::connect(&url).await.unwrap_err();
+    assert_eq!(err.category(), "connection", "{err:?}");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("WrongStaple"), "{shown}");
+
+    let good = format!("redis://:right-horse-battery@127.0.0.1:{}", redis.port);
+    let client = Client::connect(&good).await.unwrap();
+    let shown = format!("{client:?} {}", client.server());
+    assert!(!shown.contains("right-horse-battery"), "{shown}");
+    client
+        .lock("ok")
+        .unwrap()
+        .acquire(Wait::Once)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_database_number_in_the_url_is_used() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&format!("{}/3", redis.url()))
+        .await
+        .unwrap();
+    client
+        .lock("db")
+        .unwrap()
+        .acquire(Wait::Once)
+        .await
+        .unwrap();
+    let mut c = redis.conn();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut c).unwrap();
+    let n: i64 = redis::cmd("EXISTS")
+        .arg("rlock:{db}")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+}

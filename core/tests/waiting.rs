@@ -1,0 +1,262 @@
+//! Waiting: woken by the release message, bounded by the holder's lease,
+//! never polling, and never broken by a foreign key.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use rlock_core::{Client, LockOptions, Wait};
+use support::RedisServer;
+
+fn subscribers(redis: &RedisServer, channel: &str) -> i64 {
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(&mut redis.conn())
+        .unwrap();
+    n
+}
+
+/// Loads the scripts into Redis, so counted cycles carry no SCRIPT LOAD.
+async fn warm_up(client: &Client) {
+    let lock = client.lock("warm-up").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    lock.release().await.unwrap();
+}
+
+/// Counts the `evalsha` calls in what a monitor saw.
+fn evalshas(sent: &[String]) -> usize {
+    sent.iter().filter(|c| *c == "evalsha").count()
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_on_the_release_message_long_before_the_lease_would_end() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    warm_up(&client).await;
+    let holder = client
+        .lock_with("busy", LockOptions::default().ttl(Duration::from_secs(20)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let mut monitor = redis.monitor();
+    let waiter = other.lock("busy").unwrap();
+    let waiting =
+        tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(15))).await });
+    assert!(
+        support::eventually(Duration::from_secs(5), || subscribers(
+            &redis,
+            "rlock:{busy}:released"
+        ) == 1)
+        .await,
+        "the waiter subscribes to the release channel"
+    );
+    // Its two attempts (before and after subscribing), then it sleeps.
+    let mut attempts = 0;
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            attempts += evalshas(&monitor.mark());
+            attempts >= 2
+        })
+        .await
+    );
+    assert_eq!(attempts, 2);
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(got.is_ok(), "{got:?}");
+    // The lease had ~20 s left: only the message can explain a wake this soon.
+    assert!(released.elapsed() < Duration::from_secs(5));
+    // The release, then the woken waiter's one attempt: no polling meanwhile.
+    let sent = monitor.mark();
+    assert_eq!(evalshas(&sent), 2, "{sent:?}");
+    assert!(
+        support::eventually(Duration::from_secs(5), || subscribers(
+            &redis,
+            "rlock:{busy}:released"
+        ) == 0)
+        .await,
+        "the subscription is dropped when the last waiter leaves"
+    );
+}
+
+#[tokio::test]
+async fn idle_waiters_send_no_commands_and_a_release_wakes_one_per_client() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    warm_up(&client).await;
+    let holder = client
+        .lock_with("crowd", LockOptions::default().ttl(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let waiters = Client::connect(&redis.url()).await.unwrap();
+    let mut monitor = redis.monitor();
+    let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+    for i in 0..20 {
+        let lock = waiters.lock("crowd").unwrap();
+        let done_tx = done_tx.clone();
+        let gate = holder.clone();
+        tokio::spawn(async move {
+            lock.acquire(Wait::Forever).await.unwrap();
+            done_tx.send(i).unwrap();
+            // Hold until the test lets go, so handoffs are counted one by one.
+            let _ = gate.name();
+            lock
+        });
+    }
+    assert!(
+        support::eventually(Duration::from_secs(5), || subscribers(
+            &redis,
+            "rlock:{crowd}:released"
+        ) == 1)
+        .await,
+        "twenty waiters of one client share one subscription"
+    );
+    // Each waiter makes two attempts, then sleeps.
+    let mut attempts = 0;
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            attempts += evalshas(&monitor.mark());
+            attempts >= 40
+        })
+        .await
+    );
+    assert_eq!(attempts, 40);
+    // Idle: a window of silence.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle = monitor.mark();
+    assert!(idle.is_empty(), "idle waiters sent {idle:?}");
+
+    // One release wakes exactly one waiter of that client: one attempt.
+    holder.release().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), done.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = monitor.mark();
+    assert_eq!(
+        evalshas(&sent),
+        2,
+        "release + one woken attempt, not a herd: {sent:?}"
+    );
+    assert!(first < 20);
+}
+
+#[tokio::test]
+async fn a_waiter_whose_holder_vanished_acquires_when_the_lease_ends() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    // A holder that never renews and never releases: a crashed process.
+    let opts = LockOptions::default()
+        .ttl(Duration::from_millis(700))
+        .auto_renew(false);
+    client
+        .lock_with("orphan", opts)
+        .unwrap()
+        .acquire(Wait::Once)
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let waiter = client.lock("orphan").unwrap();
+    waiter
+        .acquire(Wait::For(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(500),
+        "acquired before the lease ended: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(3),
+        "stranded past the lease: {waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_key_of_another_type_counts_as_held_until_it_expires() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    // An older `SET NX PX` lock on the same key.
+    let _: () = redis::cmd("SET")
+        .arg("rlock:{legacy}")
+        .arg("token")
+        .arg("NX")
+        .arg("PX")
+        .arg(600)
+        .query(&mut redis.conn())
+        .unwrap();
+    let lock = client.lock("legacy").unwrap();
+    assert_eq!(lock.try_acquire().await.unwrap(), None);
+    assert!(lock.locked().await.unwrap());
+    assert!(!lock.owned().await.unwrap());
+    assert_eq!(lock.release().await.unwrap_err().category(), "not owner");
+    let start = Instant::now();
+    lock.acquire(Wait::For(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(3));
+    let kind: String = redis::cmd("TYPE")
+        .arg("rlock:{legacy}")
+        .query(&mut redis.conn())
+        .unwrap();
+    assert_eq!(kind, "hash");
+}
+
+#[tokio::test]
+async fn a_timeout_is_honoured_and_leaves_nothing_behind() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client.lock("held").unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let waiter = client.lock("held").unwrap();
+    let start = Instant::now();
+    let err = waiter
+        .acquire(Wait::For(Duration::from_millis(300)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "timeout");
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+    assert_eq!(waiter.try_acquire().await.unwrap(), None);
+    let owner: String = redis.conn().hget("rlock:{held}", "owner").unwrap();
+    assert_eq!(owner, holder.owner());
+}
+
+#[tokio::test]
+async fn a_cancelled_wait_leaves_no_lock_behind() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client.lock("cancel").unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let waiter = client.lock("cancel").unwrap();
+    let w = waiter.clone();
+    let task = tokio::spawn(async move { w.acquire(Wait::Forever).await });
+    assert!(
+        support::eventually(Duration::from_secs(5), || subscribers(
+            &redis,
+            "rlock:{cancel}:released"
+        ) == 1)
+        .await
+    );
+    task.abort();
+    let _ = task.await;
+    holder.release().await.unwrap();
+    assert!(
+        support::eventually(Duration::from_secs(5), || subscribers(
+            &redis,
+            "rlock:{cancel}:released"
+        ) == 0)
+        .await
+    );
+    assert!(!waiter.locked().await.unwrap());
+}
