@@ -1,0 +1,37 @@
+//! Exit codes, from sysexits(3) where one fits; the same table is in
+//! `rlock --help` and the README.
+
+use rlock_core::Error;
+
+/// The lock could not be had: busy with `--no-wait`, or the timeout passed.
+pub const NOT_ACQUIRED: u8 = 75; // EX_TEMPFAIL
+/// Redis unreachable, authentication refused.
+pub const UNAVAILABLE: u8 = 69; // EX_UNAVAILABLE
+/// Bad flags or arguments.
+pub const USAGE: u8 = 64; // EX_USAGE
+/// The lease was lost while CMD ran (or an internal error).
+pub const LOST: u8 = 70; // EX_SOFTWARE
+/// CMD was not found.
+pub const NOT_FOUND: u8 = 127;
+/// CMD was found but could not be run.
+pub const NOT_EXECUTABLE: u8 = 126;
+
+pub const TABLE: &str = "\
+Exit status:
+  CMD's own     exec: CMD's exit status, or 128+N when CMD was killed by signal N
+  0             status: the lock was shown (held or free)
+  75            the lock was not acquired (busy with --no-wait, or --timeout passed)
+  69            Redis unreachable or authentication refused
+  64            usage error (bad flag, bad value, bad URL)
+  70            the lease was lost while CMD ran (CMD got SIGTERM, then SIGKILL)
+  127           CMD not found (126: found but not executable)";
+
+/// The exit status for a core error.
+pub fn for_error(e: &Error) -> u8 {
+    match e {
+        Error::Timeout { .. } => NOT_ACQUIRED,
+        Error::Connection(_) => UNAVAILABLE,
+        Error::InvalidArgument(_) => USAGE,
+        Error::NotOwned { .. } | Error::Lost { .. } => LOST,
+    }
+}

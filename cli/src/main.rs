@@ -1,0 +1,84 @@
+//! `rlock`: run a command under a Redis lock (like flock(1), across machines),
+//! or show a lock's state. Every decision about locking is the core's.
+
+mod exec;
+mod exit;
+mod status;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use rlock_core::{Client, ClientOptions};
+
+#[derive(Parser)]
+#[command(name = "rlock", version, about = "Redis distributed lock: run a command while holding it, or inspect it", after_help = exit::TABLE)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Take the lock NAME, run CMD while holding it (renewed while CMD runs), release it.
+    #[command(after_help = exit::TABLE)]
+    Exec(exec::ExecArgs),
+    /// Show whether NAME is held, its remaining lease, re-entry count and fencing token.
+    #[command(after_help = exit::TABLE)]
+    Status(status::StatusArgs),
+}
+
+/// Where the lock lives.
+#[derive(Args, Debug)]
+pub struct Connection {
+    /// Redis URL (redis:// or rediss://, user:password@, /db). Default: $REDIS_URL, else redis://127.0.0.1:6379.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// Key prefix (keys are PREFIX:{NAME}).
+    #[arg(long, value_name = "P", default_value = rlock_core::DEFAULT_PREFIX)]
+    prefix: String,
+}
+
+impl Connection {
+    async fn connect(&self) -> rlock_core::Result<Client> {
+        let url = self.url.clone().unwrap_or_else(Client::default_url);
+        Client::connect_with(&url, ClientOptions::default().prefix(&self.prefix)).await
+    }
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("rlock: internal error: {info}");
+        std::process::exit(i32::from(exit::LOST));
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rlock: cannot start: {e}");
+            return ExitCode::from(exit::LOST);
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Exec(args) => exec::run(args).await,
+            Command::Status(args) => status::run(args).await,
+        }
+    });
+    ExitCode::from(code)
+}
+
+/// Prints a core error the way every subcommand does and returns its exit code.
+pub fn fail(e: &rlock_core::Error) -> u8 {
+    eprintln!("rlock: {e}");
+    exit::for_error(e)
+}

@@ -1,0 +1,315 @@
+//! The `rlock` binary against a real redis-server: exit codes, the lease
+//! watchdog around CMD, signals, `status`, and bad input.
+
+#[path = "../../core/tests/support/mod.rs"]
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use rlock_core::{Client, LockOptions, Wait};
+use support::RedisServer;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+fn rlock(redis: &RedisServer) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rlock"));
+    c.env("REDIS_URL", redis.url());
+    c
+}
+
+async fn run(redis: &RedisServer, args: &[&str]) -> Output {
+    rlock(redis).args(args).output().await.unwrap()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status
+        .code()
+        .expect("rlock itself is never killed here")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rlock-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn the_commands_exit_status_is_rlocks_and_the_lock_is_released() {
+    let redis = RedisServer::start();
+    let out = run(&redis, &["exec", "job", "--", "sh", "-c", "exit 3"]).await;
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let out = run(&redis, &["exec", "job", "--", "sh", "-c", "kill -9 $$"]).await;
+    assert_eq!(code(&out), 128 + 9);
+    assert!(!redis.conn().exists::<_, bool>("rlock:{job}").unwrap());
+}
+
+#[tokio::test]
+async fn stdio_passes_through_and_the_fencing_token_is_exported() {
+    let redis = RedisServer::start();
+    let mut child = rlock(&redis)
+        .args([
+            "exec",
+            "io",
+            "--",
+            "sh",
+            "-c",
+            "cat; echo \" token=$RLOCK_FENCING_TOKEN\"",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello")
+        .await
+        .unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "hello token=1");
+    let out = run(
+        &redis,
+        &["exec", "io", "--", "sh", "-c", "echo $RLOCK_FENCING_TOKEN"],
+    )
+    .await;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "2",
+        "tokens grow"
+    );
+}
+
+#[tokio::test]
+async fn a_busy_lock_exits_75_and_runs_nothing() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    client
+        .lock("busy")
+        .unwrap()
+        .acquire(Wait::Once)
+        .await
+        .unwrap();
+    let dir = scratch("busy");
+    let marker = dir.join("ran");
+    let touch = format!("touch {}", marker.display());
+
+    let out = run(
+        &redis,
+        &["exec", "--no-wait", "busy", "--", "sh", "-c", &touch],
+    )
+    .await;
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+
+    let start = Instant::now();
+    let out = run(
+        &redis,
+        &["exec", "--timeout", "0.5", "busy", "--", "sh", "-c", &touch],
+    )
+    .await;
+    assert_eq!(code(&out), 75);
+    assert!(start.elapsed() >= Duration::from_millis(500));
+    assert!(!marker.exists(), "the command never ran");
+}
+
+#[tokio::test]
+async fn a_lost_lease_stops_the_command_with_sigterm_and_exits_70() {
+    let redis = RedisServer::start();
+    let dir = scratch("lost");
+    let marker = dir.join("term");
+    let ready = dir.join("ready");
+    let script = format!(
+        "trap 'echo got-term > {}; exit 0' TERM; touch {}; while :; do sleep 0.05; done",
+        marker.display(),
+        ready.display()
+    );
+    let child = rlock(&redis)
+        .args(["exec", "--ttl", "1", "victim", "--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        support::eventually(Duration::from_secs(5), || ready.exists()).await,
+        "the command started"
+    );
+    let _: () = redis.conn().del("rlock:{victim}").unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("rlock did not stop the command")
+        .unwrap();
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "got-term");
+}
+
+#[tokio::test]
+async fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let redis = RedisServer::start();
+    let dir = scratch("stubborn");
+    let ready = dir.join("ready");
+    let script = format!(
+        "trap '' TERM; touch {}; while :; do sleep 0.05; done",
+        ready.display()
+    );
+    let child = rlock(&redis)
+        .args([
+            "exec", "--ttl", "1", "--grace", "0.3", "stubborn", "--", "sh", "-c", &script,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        support::eventually(Duration::from_secs(5), || ready.exists()).await,
+        "the command started"
+    );
+    let _: () = redis.conn().del("rlock:{stubborn}").unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn sigterm_to_rlock_is_forwarded_and_the_lock_released() {
+    let redis = RedisServer::start();
+    let dir = scratch("forward");
+    let marker = dir.join("term");
+    let ready = dir.join("ready");
+    let script = format!(
+        "trap 'echo forwarded > {}; exit 0' TERM; touch {}; while :; do sleep 0.05; done",
+        marker.display(),
+        ready.display()
+    );
+    let mut child = rlock(&redis)
+        .args(["exec", "fwd", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    assert!(
+        support::eventually(Duration::from_secs(5), || ready.exists()).await,
+        "the command started"
+    );
+    assert!(
+        redis.conn().exists::<_, bool>("rlock:{fwd}").unwrap(),
+        "held while the command runs"
+    );
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "the command's own status");
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap().trim(),
+        "forwarded"
+    );
+    assert!(
+        !redis.conn().exists::<_, bool>("rlock:{fwd}").unwrap(),
+        "released after the command exited"
+    );
+}
+
+#[tokio::test]
+async fn status_json_reports_held_and_free_locks() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let lock = client
+        .lock_with("stat", LockOptions::default().ttl(Duration::from_secs(20)))
+        .unwrap();
+    let held = lock.acquire(Wait::Once).await.unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+
+    let out = run(&redis, &["status", "--json", "stat"]).await;
+    assert_eq!(code(&out), 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["name"], "stat");
+    assert_eq!(v["held"], true);
+    assert_eq!(v["count"], 2);
+    assert_eq!(v["fence"], held.fencing_token);
+    let ttl = v["ttl_ms"].as_u64().unwrap();
+    assert!(ttl > 10_000 && ttl <= 20_000, "{ttl}");
+
+    lock.release().await.unwrap();
+    lock.release().await.unwrap();
+    let out = run(&redis, &["status", "--json", "stat"]).await;
+    assert_eq!(code(&out), 0, "free is not an error");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["held"], false);
+    assert_eq!(v["ttl_ms"], serde_json::Value::Null);
+    assert_eq!(v["count"], 0);
+    assert_eq!(v["fence"], serde_json::Value::Null);
+    assert_eq!(v["fence_counter"], held.fencing_token);
+
+    let out = run(&redis, &["status", "stat"]).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("free"));
+}
+
+#[tokio::test]
+async fn bad_input_is_a_usage_error_and_nothing_reaches_redis() {
+    let redis = RedisServer::start();
+    let mut monitor = redis.monitor();
+    for args in [
+        vec!["exec", "--ttl", "0", "x", "--", "true"],
+        vec!["exec", "--ttl", "nan", "x", "--", "true"],
+        vec!["exec", "--ttl", "abc", "x", "--", "true"],
+        vec!["exec", "--timeout", "-1", "x", "--", "true"],
+        vec!["exec", "", "--", "true"],
+        vec!["exec", "}x", "--", "true"],
+        vec!["exec", "x"],
+        vec!["exec", "--bogus", "x", "--", "true"],
+        vec!["exec", "--url", "http://127.0.0.1:1", "x", "--", "true"],
+        vec!["exec", "--prefix", "a b", "x", "--", "true"],
+        vec!["status"],
+        vec!["frobnicate"],
+    ] {
+        let out = run(&redis, &args).await;
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    }
+    assert!(monitor.mark().is_empty());
+    let help = run(&redis, &["--help"]).await;
+    assert_eq!(code(&help), 0);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for line in ["75", "69", "64", "70", "127"] {
+        assert!(text.contains(line), "--help documents exit {line}");
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_exits_69_and_a_missing_command_127() {
+    let redis = RedisServer::start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = rlock(&redis)
+        .args([
+            "exec",
+            "--url",
+            &format!("redis://127.0.0.1:{port}"),
+            "x",
+            "--",
+            "true",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+
+    let out = run(&redis, &["exec", "nf", "--", "/no/such/command"]).await;
+    assert_eq!(code(&out), 127, "{}", stderr(&out));
+    assert!(
+        !redis.conn().exists::<_, bool>("rlock:{nf}").unwrap(),
+        "released"
+    );
+}
