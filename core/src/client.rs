@@ -1,18 +1,20 @@
-//! Connecting to Redis: configuration, the reconnecting command connection, the
-//! shared pub/sub connection (started on the first wait), and the renewal loop.
+//! Connecting to Redis: configuration, the deployment (one server, a Sentinel
+//! group, a Cluster, or Redlock over several masters), the release-message
+//! feeds (started on the first wait), and the renewal loop.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::watch;
 
+use crate::deployment::Deployment;
 use crate::error::{Error, Result};
 use crate::lock::{Lock, LockOptions};
+use crate::node::{manager_config, Endpoint, Node};
 use crate::validate;
-use crate::wait::{self, Ticket, Waiters};
+use crate::wait::{Ticket, Waiters};
 use crate::watchdog::{self, Holdings};
 
 /// The URL used when none is given and `REDIS_URL` is unset.
@@ -25,19 +27,27 @@ pub const DEFAULT_PREFIX: &str = "rlock";
 pub struct ClientOptions {
     /// Prefix of every key (`P` in `P:{NAME}`).
     pub prefix: String,
+    /// The URLs are seeds of one Redis Cluster (instead of independent
+    /// masters for Redlock when there are several).
+    pub cluster: bool,
     /// Bound on establishing a TCP/TLS connection.
     pub connect_timeout: Duration,
     /// Bound on one command's reply; a stalled Redis fails over to the
     /// reconnect path instead of hanging a lock operation.
     pub response_timeout: Duration,
+    /// Redlock: bound on one node's reply, so a slow node never stalls a
+    /// quorum that the others decide.
+    pub node_timeout: Duration,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             prefix: DEFAULT_PREFIX.to_owned(),
+            cluster: false,
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
+            node_timeout: Duration::from_millis(200),
         }
     }
 }
@@ -45,6 +55,16 @@ impl Default for ClientOptions {
 impl ClientOptions {
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self
+    }
+
+    pub fn cluster(mut self, on: bool) -> Self {
+        self.cluster = on;
+        self
+    }
+
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
         self
     }
 }
@@ -58,19 +78,18 @@ pub struct Client {
 }
 
 pub(crate) struct Inner {
-    redis: redis::Client,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) deployment: Arc<Deployment>,
     pub(crate) prefix: String,
     /// Random per client (uuid v4 from the OS CSPRNG): the first half of every
     /// owner id, so owners of different clients never collide.
     pub(crate) id: String,
-    /// Text shown for the server, without credentials.
+    /// The servers as text, without credentials.
     display: String,
-    secrets: Vec<String>,
     connect_timeout: Duration,
     runtime: tokio::runtime::Handle,
     pub(crate) holdings: Arc<Holdings>,
     pub(crate) waiters: Arc<Waiters>,
+    feeds_started: Once,
     next_handle: AtomicU64,
     shutdown: watch::Sender<bool>,
 }
@@ -102,43 +121,96 @@ impl fmt::Debug for Client {
 
 impl Client {
     /// Connects with default options. `url` is `redis://`, `rediss://` (TLS),
-    /// with optional `user:password@` and `/db`.
+    /// with optional `user:password@` and `/db`, or
+    /// `redis+sentinel://[user:pass@]host:port[,host:port…]/service[/db]`.
     pub async fn connect(url: &str) -> Result<Self> {
         Self::connect_with(url, ClientOptions::default()).await
     }
 
-    /// Connects with the given options; every argument is checked before any I/O.
+    /// Connects to one URL with the given options.
     pub async fn connect_with(url: &str, options: ClientOptions) -> Result<Self> {
+        Self::connect_urls(&[url], options).await
+    }
+
+    /// Connects to several URLs: the seeds of one Cluster with
+    /// `options.cluster`, otherwise independent masters locked by majority
+    /// (Redlock). Every argument is checked before any I/O.
+    pub async fn connect_urls<S: AsRef<str>>(urls: &[S], options: ClientOptions) -> Result<Self> {
         validate::prefix(&options.prefix)?;
-        let target = Target::parse(url)?;
-        let redis = target.client()?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(Some(options.response_timeout))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_with_config(redis.clone(), config)
-            .await
-            .map_err(|e| connection_error(&e, &target.secrets))?;
+        let targets = urls
+            .iter()
+            .map(|u| Target::parse(u.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        if targets.is_empty() {
+            return Err(Error::invalid("at least one Redis URL is needed"));
+        }
+        if targets.len() > 1 && targets.iter().any(|t| t.sentinel) {
+            return Err(Error::invalid(
+                "a redis+sentinel:// URL names a whole deployment; give it alone",
+            ));
+        }
+        let secrets: Vec<String> = targets.iter().flat_map(|t| t.secrets.clone()).collect();
+        let display = targets
+            .iter()
+            .map(|t| t.display.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        let config = manager_config(options.connect_timeout, options.response_timeout);
+        let scrub = |e: redis::RedisError| {
+            let mut text = e.to_string();
+            for s in secrets.iter().filter(|s| !s.is_empty()) {
+                text = text.replace(s.as_str(), "***");
+            }
+            Error::Connection(text)
+        };
+        let nodes = if options.cluster {
+            if targets.iter().any(|t| t.sentinel) {
+                return Err(Error::invalid(
+                    "cluster mode takes redis:// seed URLs, not Sentinel",
+                ));
+            }
+            let cluster =
+                redis::cluster::ClusterClientBuilder::new(targets.iter().map(|t| t.url.as_str()))
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .connection_timeout(options.connect_timeout)
+                    .response_timeout(options.response_timeout)
+                    .build()
+                    .map_err(|e| Error::invalid(format!("bad cluster seeds: {e}")))?;
+            vec![
+                Node::connect(Endpoint::Cluster(cluster), display.clone(), config)
+                    .await
+                    .map_err(scrub)?,
+            ]
+        } else {
+            let mut nodes = Vec::with_capacity(targets.len());
+            for t in &targets {
+                let endpoint = t.endpoint()?;
+                nodes.push(
+                    Node::connect(endpoint, t.display.clone(), config.clone())
+                        .await
+                        .map_err(scrub)?,
+                );
+            }
+            nodes
+        };
+        let deployment = Arc::new(Deployment::new(nodes, secrets, options.node_timeout));
         let (shutdown, _) = watch::channel(false);
         let inner = Arc::new(Inner {
-            redis,
-            conn: conn.clone(),
             prefix: options.prefix,
             id: uuid::Uuid::new_v4().to_string(),
-            display: target.display,
-            secrets: target.secrets,
+            display,
             connect_timeout: options.connect_timeout,
             runtime: tokio::runtime::Handle::current(),
             holdings: Arc::new(Holdings::default()),
             waiters: Waiters::new(),
+            feeds_started: Once::new(),
             next_handle: AtomicU64::new(1),
             shutdown,
+            deployment: deployment.clone(),
         });
         inner.runtime.spawn(watchdog::run(
             inner.holdings.clone(),
-            conn,
+            deployment,
             Shutdown(inner.shutdown.subscribe()),
         ));
         tracing::debug!(server = %inner.display, "connected");
@@ -180,38 +252,39 @@ impl Client {
         &self.inner.prefix
     }
 
-    /// The server as text, without any password.
+    /// The servers as text, without any password.
     pub fn server(&self) -> &str {
         &self.inner.display
     }
 
-    /// Stops the renewal loop and the pub/sub connection. Locks still held are
-    /// not released: they expire with their lease.
+    /// Whether locks take a majority of several independent masters.
+    pub fn is_redlock(&self) -> bool {
+        self.inner.deployment.is_redlock()
+    }
+
+    /// Stops the renewal loop and the pub/sub connections. Locks still held
+    /// are not released: they expire with their lease.
     pub fn close(&self) {
         self.inner.shutdown.send_replace(true);
     }
 }
 
 impl Inner {
-    /// Maps a Redis error to the core's connection category, without secrets.
-    pub(crate) fn error(&self, e: &redis::RedisError) -> Error {
-        connection_error(e, &self.secrets)
-    }
-
-    /// Joins the release channel of a lock, starting the shared pub/sub
-    /// connection on first use.
+    /// Joins the release channel of a lock, starting the feeds on first use.
     pub(crate) async fn join(&self, channel: &str) -> Ticket {
-        self.waiters
-            .join(channel, |rx| {
-                self.runtime.spawn(wait::run_pubsub(
-                    self.redis.clone(),
+        self.feeds_started.call_once(|| {
+            for node in self.deployment.nodes() {
+                let requests = self.waiters.add_feed();
+                self.runtime.spawn(crate::feed::run(
+                    node.feed(),
                     Arc::downgrade(&self.waiters),
-                    rx,
+                    requests,
                     Shutdown(self.shutdown.subscribe()),
                     self.connect_timeout,
                 ));
-            })
-            .await
+            }
+        });
+        self.waiters.join(channel).await
     }
 
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
@@ -219,48 +292,59 @@ impl Inner {
     }
 }
 
-/// Whether an error may mean the connection dropped under the request, so
-/// one retry on the reconnected connection is worth it.
-pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
-    e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
-}
-
-fn connection_error(e: &redis::RedisError, secrets: &[String]) -> Error {
-    let mut text = e.to_string();
-    for s in secrets.iter().filter(|s| !s.is_empty()) {
-        text = text.replace(s.as_str(), "***");
-    }
-    Error::Connection(text)
-}
-
 /// A parsed, checked server URL.
 struct Target {
     url: String,
     display: String,
     secrets: Vec<String>,
+    sentinel: bool,
 }
 
 impl Target {
     fn parse(raw: &str) -> Result<Self> {
         // Errors here never echo the URL: it may carry a password.
-        let url = url::Url::parse(raw)
-            .map_err(|e| Error::invalid(format!("malformed Redis URL ({e})")))?;
-        match url.scheme() {
-            "redis" | "rediss" => {}
+        let (scheme, _) = raw
+            .split_once("://")
+            .ok_or_else(|| Error::invalid("malformed Redis URL (expected scheme://host)"))?;
+        let sentinel = match scheme {
+            "redis" | "rediss" => false,
+            "redis+sentinel" => true,
             other => {
                 return Err(Error::invalid(format!(
-                    "unsupported URL scheme {other:?} (expected redis:// or rediss://)"
+                    "unsupported URL scheme {other:?} (expected redis://, rediss:// or redis+sentinel://)"
                 )))
             }
-        }
+        };
+        // Sentinel lists several hosts; check the rest with the first one.
+        let first_host = if sentinel {
+            let (head, tail) = raw.split_once("://").unwrap_or_default();
+            let (auth, rest) = match tail.rsplit_once('@') {
+                Some((a, r)) => (format!("{a}@"), r),
+                None => (String::new(), tail),
+            };
+            let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+            let host = hosts.split(',').next().unwrap_or_default();
+            if path.is_empty() {
+                return Err(Error::invalid(
+                    "a redis+sentinel:// URL needs /service-name",
+                ));
+            }
+            format!("{head}://{auth}{host}")
+        } else {
+            raw.to_owned()
+        };
+        let url = url::Url::parse(&first_host.replacen("redis+sentinel://", "redis://", 1))
+            .map_err(|e| Error::invalid(format!("malformed Redis URL ({e})")))?;
         if url.host_str().is_none_or(str::is_empty) {
             return Err(Error::invalid("Redis URL has no host"));
         }
-        let path = url.path().trim_start_matches('/');
-        if !path.is_empty() && path.parse::<u16>().is_err() {
-            return Err(Error::invalid(
-                "Redis URL path must be a database number (like /0)",
-            ));
+        if !sentinel {
+            let path = url.path().trim_start_matches('/');
+            if !path.is_empty() && path.parse::<u16>().is_err() {
+                return Err(Error::invalid(
+                    "Redis URL path must be a database number (like /0)",
+                ));
+            }
         }
         let mut secrets = Vec::new();
         if let Some(p) = url.password() {
@@ -269,26 +353,89 @@ impl Target {
                 secrets.push(decoded.into_owned());
             }
         }
-        let mut shown = url.clone();
-        if url.password().is_some() {
-            let _ = shown.set_password(Some("***"));
-        }
+        let display = secrets.iter().fold(raw.to_owned(), |shown, s| {
+            shown.replace(&format!(":{s}@"), ":***@")
+        });
         Ok(Target {
             url: raw.to_owned(),
-            display: shown.to_string(),
+            display,
             secrets,
+            sentinel,
         })
     }
 
-    fn client(&self) -> Result<redis::Client> {
+    fn endpoint(&self) -> Result<Endpoint> {
         if self.url.starts_with("rediss:") {
             crate::tls::install_provider();
         }
+        if self.sentinel {
+            return sentinel_endpoint(&self.url).map(Endpoint::Sentinel);
+        }
         redis::Client::open(self.url.as_str())
-            .map_err(|e| connection_error(&e, &self.secrets))
-            .map_err(|e| match e {
-                Error::Connection(m) => Error::invalid(format!("bad Redis URL: {m}")),
-                other => other,
+            .map(Endpoint::Server)
+            .map_err(|e| {
+                let mut m = e.to_string();
+                for s in &self.secrets {
+                    m = m.replace(s.as_str(), "***");
+                }
+                Error::invalid(format!("bad Redis URL: {m}"))
             })
     }
+}
+
+/// `redis+sentinel://[user:pass@]host:port[,host:port…]/service[/db]`.
+fn sentinel_endpoint(raw: &str) -> Result<redis::sentinel::SentinelClient> {
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+    let rest = raw.trim_start_matches("redis+sentinel://");
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((a, r)) => (Some(a), r),
+        None => (None, rest),
+    };
+    let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut parts = path.split('/');
+    let service = parts
+        .next()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Error::invalid("a redis+sentinel:// URL needs /service-name"))?;
+    let db = match parts.next() {
+        None | Some("") => 0,
+        Some(d) => d
+            .parse::<i64>()
+            .map_err(|_| Error::invalid("the Sentinel URL's /db must be a number"))?,
+    };
+    let mut addrs = Vec::new();
+    for h in hosts.split(',') {
+        let (host, port) = match h.rsplit_once(':') {
+            Some((host, port)) => (
+                host,
+                port.parse::<u16>()
+                    .map_err(|_| Error::invalid(format!("bad Sentinel port in {h:?}")))?,
+            ),
+            None => (h, 26379),
+        };
+        if host.is_empty() {
+            return Err(Error::invalid("a Sentinel host is empty"));
+        }
+        addrs.push(redis::ConnectionAddr::Tcp(host.to_owned(), port));
+    }
+    let invalid =
+        |e: redis::RedisError| Error::invalid(format!("bad Sentinel settings: {:?}", e.kind()));
+    let mut builder = SentinelClientBuilder::new(addrs, service, SentinelServerType::Master)
+        .map_err(invalid)?
+        .set_client_to_redis_db(db);
+    if let Some(auth) = auth {
+        let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        if !user.is_empty() {
+            builder = builder.set_client_to_redis_username(decode(user));
+        }
+        if !pass.is_empty() {
+            builder = builder.set_client_to_redis_password(decode(pass));
+        }
+    }
+    builder.build().map_err(invalid)
 }

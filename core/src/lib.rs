@@ -13,9 +13,12 @@
 //! ```
 
 mod client;
+mod deployment;
 mod error;
+mod feed;
 mod keys;
 mod lock;
+mod node;
 mod scripts;
 mod tls;
 pub mod validate;

@@ -11,10 +11,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::client::{is_transient, Client};
+use crate::client::Client;
+use crate::deployment::{AcquireRequest, Attempt};
 use crate::error::{Error, LostReason, NotOwnedReason, Result};
 use crate::keys::Keys;
-use crate::scripts::{owner_checked, AcquireReply, LockState, ACQUIRE, EXTEND, INSPECT, RELEASE};
+use crate::scripts::LockState;
 use crate::validate::{self, Unit};
 use crate::watchdog::HoldTerms;
 
@@ -30,6 +31,9 @@ pub struct LockOptions {
     pub auto_renew: bool,
     /// Cap on the total hold time: renewal stops so the lease ends by then.
     pub max_hold: Option<Duration>,
+    /// After acquire and extend, `WAIT` for this many replicas to have the
+    /// write; an acquisition too few acknowledge is undone and retried.
+    pub sync_replicas: Option<u32>,
 }
 
 impl Default for LockOptions {
@@ -38,6 +42,7 @@ impl Default for LockOptions {
             ttl: DEFAULT_TTL,
             auto_renew: true,
             max_hold: None,
+            sync_replicas: None,
         }
     }
 }
@@ -55,6 +60,11 @@ impl LockOptions {
 
     pub fn max_hold(mut self, max_hold: Option<Duration>) -> Self {
         self.max_hold = max_hold;
+        self
+    }
+
+    pub fn sync_replicas(mut self, replicas: Option<u32>) -> Self {
+        self.sync_replicas = replicas;
         self
     }
 
@@ -76,6 +86,7 @@ impl LockOptions {
             ttl,
             auto_renew,
             max_hold,
+            sync_replicas: None,
         })
     }
 
@@ -83,6 +94,9 @@ impl LockOptions {
         validate::lease_duration("ttl", self.ttl)?;
         if let Some(m) = self.max_hold {
             validate::lease_duration("max_hold", m)?;
+        }
+        if let Some(k) = self.sync_replicas {
+            validate::replicas(k)?;
         }
         Ok(())
     }
@@ -212,28 +226,35 @@ impl Lock {
     async fn acquire_waiting(&self, wait: Wait) -> Result<Acquired> {
         let start = Instant::now();
         // The uncontended path: one round trip, no subscription.
-        if let AcquireReply::Held { fence, count } = self.attempt().await? {
-            return Ok(self.acquired(fence, count));
-        }
+        let mut cause = match self.attempt().await? {
+            Attempt::Held { fence, count } => return Ok(self.acquired(fence, count)),
+            Attempt::Busy { cause, .. } => cause,
+        };
         let deadline = wait.deadline(start);
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(self.timeout());
+            return Err(self.timeout(cause));
         }
         // Subscribe before the next attempt, so a release that lands between
         // that attempt and the sleep still wakes this waiter.
         let ticket = self.client.inner.join(&self.keys.channel).await;
         loop {
-            let pttl_ms = match self.attempt().await? {
-                AcquireReply::Held { fence, count } => return Ok(self.acquired(fence, count)),
-                AcquireReply::Busy { pttl_ms } => pttl_ms,
+            let retry_in_ms = match self.attempt().await? {
+                Attempt::Held { fence, count } => return Ok(self.acquired(fence, count)),
+                Attempt::Busy {
+                    retry_in_ms,
+                    cause: c,
+                } => {
+                    cause = c;
+                    retry_in_ms
+                }
             };
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
-                return Err(self.timeout());
+                return Err(self.timeout(cause));
             }
             // Never a poll: sleep until a release message, or until the
             // holder's lease would end if that message never comes.
-            let bound = now + crate::wait::sleep_bound(pttl_ms, self.options.ttl);
+            let bound = now + crate::wait::sleep_bound(retry_in_ms, self.options.ttl);
             let until = deadline.map_or(bound, |d| d.min(bound));
             tokio::select! {
                 _ = ticket.released() => tracing::trace!(lock = %self.name, "woken by release"),
@@ -259,10 +280,10 @@ impl Lock {
         }
     }
 
-    fn timeout(&self) -> Error {
+    fn timeout(&self, cause: Option<String>) -> Error {
         Error::Timeout {
             name: self.name.to_string(),
-            cause: None,
+            cause,
         }
     }
 
@@ -278,37 +299,25 @@ impl Lock {
         }
     }
 
-    async fn attempt_inner(&self) -> Result<AcquireReply> {
+    async fn attempt_inner(&self) -> Result<Attempt> {
         let inner = &self.client.inner;
-        let believed = inner.holdings.believed_count(&self.keys.lock, &self.owner);
-        let lease_ms = self.options.first_lease().as_millis() as u64;
-        let mut conn = inner.conn.clone();
+        let lease = self.options.first_lease();
+        let request = AcquireRequest {
+            keys: &self.keys,
+            owner: &self.owner,
+            lease,
+            believed: inner.holdings.believed_count(&self.keys.lock, &self.owner),
+            replicas: self.options.sync_replicas,
+        };
         let sent = Instant::now();
-        let call = |retry_after: i64| {
-            let mut inv = ACQUIRE.key(&self.keys.lock);
-            inv.key(&self.keys.fence)
-                .arg(&*self.owner)
-                .arg(lease_ms)
-                .arg(retry_after);
-            inv
-        };
-        let reply: Vec<i64> = match call(-1).invoke_async(&mut conn).await {
-            Err(e) if is_transient(&e) => {
-                // The lost request may have been applied: the retry says how
-                // many re-entries this owner had before it.
-                call(i64::from(believed))
-                    .invoke_async(&mut conn)
-                    .await
-                    .map_err(|e| inner.error(&e))?
-            }
-            other => other.map_err(|e| inner.error(&e))?,
-        };
-        let reply = AcquireReply::parse(&reply)
-            .ok_or_else(|| Error::Connection(format!("unexpected acquire reply {reply:?}")))?;
-        if let AcquireReply::Held { fence, count } = reply {
-            inner.holdings.acquired(&self.terms(), fence, count, sent);
+        let attempt = inner.deployment.acquire(&request).await?;
+        if let Attempt::Held { fence, count } = attempt {
+            let drift = inner.deployment.drift(lease);
+            inner
+                .holdings
+                .acquired(&self.terms(), fence, count, sent, drift);
         }
-        Ok(reply)
+        Ok(attempt)
     }
 
     fn terms(&self) -> HoldTerms {
@@ -327,36 +336,29 @@ impl Lock {
     /// owner does not hold it, and never touches another owner's lock.
     pub async fn release(&self) -> Result<u32> {
         let inner = &self.client.inner;
-        let lease_ms = self.options.ttl.as_millis() as u64;
-        let mut conn = inner.conn.clone();
+        let lease = self.options.ttl;
+        // A last release whose lease has not ended: if its reply is lost and
+        // the retry finds the key gone, the lost request deleted it.
+        let last_valid = inner
+            .holdings
+            .view(&self.keys.lock, &self.owner)
+            .is_some_and(|v| v.lost.is_none() && v.count == 1);
         let sent = Instant::now();
-        let call = || {
-            let mut inv = RELEASE.key(&self.keys.lock);
-            inv.key(&self.keys.channel)
-                .arg(&*self.owner)
-                .arg(lease_ms)
-                .arg("PUBLISH");
-            inv
-        };
-        let outcome = match call().invoke_async::<i64>(&mut conn).await {
-            Err(e) if is_transient(&e) => {
-                let retried = call().invoke_async::<i64>(&mut conn).await;
-                // "Gone" on the retry of a last release whose lease had not run
-                // out means the lost request deleted it.
-                let view = inner.holdings.view(&self.keys.lock, &self.owner);
-                match retried {
-                    Ok(-1) if view.is_some_and(|v| v.lost.is_none() && v.count == 1) => Ok(0),
-                    other => other,
-                }
-            }
-            other => other,
-        }
-        .map_err(|e| inner.error(&e))?;
-        match owner_checked(outcome) {
+        let outcome = inner
+            .deployment
+            .release(
+                &self.keys,
+                &self.owner,
+                lease.as_millis() as u64,
+                last_valid,
+            )
+            .await?;
+        match outcome {
             Ok(remaining) => {
+                let drift = inner.deployment.drift(lease);
                 inner
                     .holdings
-                    .released(&self.keys.lock, &self.owner, remaining, sent);
+                    .released(&self.keys.lock, &self.owner, remaining, sent, drift);
                 tracing::debug!(lock = %self.name, remaining, "released");
                 Ok(remaining)
             }
@@ -399,21 +401,22 @@ impl Lock {
             None => self.options.ttl,
         };
         let inner = &self.client.inner;
-        let mut conn = inner.conn.clone();
         let sent = Instant::now();
-        let mut inv = EXTEND.key(&self.keys.lock);
-        inv.arg(&*self.owner).arg(lease.as_millis() as u64);
-        // Extending is idempotent, so a retry after a dropped connection is safe.
-        let outcome = match inv.invoke_async::<i64>(&mut conn).await {
-            Err(e) if is_transient(&e) => inv.invoke_async::<i64>(&mut conn).await,
-            other => other,
-        }
-        .map_err(|e| inner.error(&e))?;
-        match owner_checked(outcome) {
+        let outcome = inner
+            .deployment
+            .extend(
+                &self.keys,
+                &self.owner,
+                lease.as_millis() as u64,
+                self.options.sync_replicas,
+            )
+            .await?;
+        match outcome {
             Ok(_) => {
+                let drift = inner.deployment.drift(lease);
                 inner
                     .holdings
-                    .extended(&self.keys.lock, &self.owner, lease, sent);
+                    .extended(&self.keys.lock, &self.owner, lease, sent, drift);
                 Ok(())
             }
             Err(reason) => {
@@ -428,16 +431,7 @@ impl Lock {
 
     /// The lock's state in Redis (one round trip).
     pub async fn state(&self) -> Result<LockState> {
-        let inner = &self.client.inner;
-        let mut conn = inner.conn.clone();
-        let mut inv = INSPECT.key(&self.keys.lock);
-        inv.key(&self.keys.fence);
-        let reply = match inv.invoke_async(&mut conn).await {
-            Err(e) if is_transient(&e) => inv.invoke_async(&mut conn).await,
-            other => other,
-        }
-        .map_err(|e| inner.error(&e))?;
-        Ok(LockState::from_reply(reply))
+        self.client.inner.deployment.inspect(&self.keys).await
     }
 
     /// Whether anyone holds the lock.
@@ -490,7 +484,7 @@ async fn wait_lost(rx: Option<watch::Receiver<Option<LostReason>>>) -> Option<Lo
     rx.wait_for(Option::is_some).await.ok().and_then(|r| *r)
 }
 
-type AttemptFuture = Pin<Box<dyn Future<Output = Result<AcquireReply>> + Send>>;
+type AttemptFuture = Pin<Box<dyn Future<Output = Result<Attempt>> + Send>>;
 
 /// An acquire request that, if dropped before it completes, is driven to
 /// completion in the background and released if it acquired.
@@ -500,7 +494,7 @@ struct FinishOnDrop {
 }
 
 impl Future for FinishOnDrop {
-    type Output = Result<AcquireReply>;
+    type Output = Result<Attempt>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let fut = self.fut.as_mut().expect("polled after completion");
@@ -515,7 +509,7 @@ impl Drop for FinishOnDrop {
         if let Some(fut) = self.fut.take() {
             let lock = self.lock.clone();
             self.lock.client.inner.runtime().spawn(async move {
-                if let Ok(AcquireReply::Held { .. }) = fut.await {
+                if let Ok(Attempt::Held { .. }) = fut.await {
                     tracing::debug!(lock = %lock.name, "acquired after cancellation; releasing");
                     let _ = lock.release().await;
                 }

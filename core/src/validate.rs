@@ -107,6 +107,16 @@ pub fn name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A replica count for `sync_replicas`: 1 to 100 (0 would wait for nothing).
+pub fn replicas(k: u32) -> Result<()> {
+    if k == 0 || k > 100 {
+        return Err(Error::invalid(format!(
+            "sync_replicas must be between 1 and 100, got {k}"
+        )));
+    }
+    Ok(())
+}
+
 /// A key prefix: short, printable, no whitespace and no braces (braces would
 /// move the hash tag away from the lock name).
 pub fn prefix(prefix: &str) -> Result<()> {

@@ -12,14 +12,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::client::Shutdown;
+use crate::deployment::Deployment;
 use crate::error::{LostReason, NotOwnedReason};
 use crate::keys::Keys;
-use crate::scripts::{owner_checked, EXTEND};
+use crate::scripts::owner_checked;
 
 /// Holdings due within this share of their renewal period are renewed in the
 /// same tick, so locks taken at about the same time share round trips.
@@ -172,7 +172,14 @@ impl Holdings {
     }
 
     /// Records an acquisition confirmed by Redis; `sent` is when its request left.
-    pub(crate) fn acquired(&self, terms: &HoldTerms, fence: u64, count: u32, sent: Instant) {
+    pub(crate) fn acquired(
+        &self,
+        terms: &HoldTerms,
+        fence: u64,
+        count: u32,
+        sent: Instant,
+        drift: Duration,
+    ) {
         let mut guard = self.table.lock().unwrap();
         let table = &mut *guard;
         table.generations += 1;
@@ -184,7 +191,7 @@ impl Holdings {
             count,
             max_hold_until: terms.max_hold.map(|m| sent + m),
             capped: terms.max_hold.is_some_and(|m| m <= terms.lease),
-            expires_at: sent + terms.lease,
+            expires_at: sent + terms.lease - drift,
             next_renew: sent + terms.lease / 3,
             renewing: false,
             generation,
@@ -194,7 +201,7 @@ impl Holdings {
             Some(h) if h.lost.borrow().is_none() && h.fence == fence => {
                 // Re-entry: the same holding, its lease reset by the script.
                 h.count = count;
-                h.expires_at = sent + terms.lease;
+                h.expires_at = sent + terms.lease - drift;
                 h.next_renew = h.next_renew.min(sent + terms.lease / 3);
                 h.next_renew
             }
@@ -209,17 +216,24 @@ impl Holdings {
                     .next_renew
             }
         };
-        self.wake_by(table, wake.min(sent + terms.lease));
+        self.wake_by(table, wake.min(sent + terms.lease - drift));
     }
 
     /// Records a release confirmed by Redis; `remaining` re-entries are left.
-    pub(crate) fn released(&self, key: &str, owner: &str, remaining: u32, sent: Instant) {
+    pub(crate) fn released(
+        &self,
+        key: &str,
+        owner: &str,
+        remaining: u32,
+        sent: Instant,
+        drift: Duration,
+    ) {
         if remaining == 0 {
             self.forget(key, owner);
         } else {
             self.with(key, owner, |h| {
                 h.count = remaining;
-                h.expires_at = sent + h.terms.lease;
+                h.expires_at = sent + h.terms.lease - drift;
             });
         }
     }
@@ -237,13 +251,20 @@ impl Holdings {
 
     /// Records an extension confirmed by Redis: `lease` is the new lease, kept
     /// for later renewals too.
-    pub(crate) fn extended(&self, key: &str, owner: &str, lease: Duration, sent: Instant) {
+    pub(crate) fn extended(
+        &self,
+        key: &str,
+        owner: &str,
+        lease: Duration,
+        sent: Instant,
+        drift: Duration,
+    ) {
         let mut table = self.table.lock().unwrap();
         let Some(h) = table.locks.get_mut(key).and_then(|o| o.get_mut(owner)) else {
             return;
         };
         h.terms.lease = lease;
-        h.expires_at = sent + lease;
+        h.expires_at = sent + lease - drift;
         h.next_renew = sent + lease / 3;
         let wake = h.next_renew;
         self.wake_by(&table, wake);
@@ -323,7 +344,13 @@ impl Holdings {
     }
 
     /// Applies the outcome of one renewal round trip.
-    fn apply(&self, batch: &[Renewal], sent: Instant, outcome: Option<&[i64]>) {
+    fn apply(
+        &self,
+        batch: &[Renewal],
+        sent: Instant,
+        outcome: Option<&[Option<i64>]>,
+        deployment: &Deployment,
+    ) {
         let now = Instant::now();
         let mut table = self.table.lock().unwrap();
         for (i, r) in batch.iter().enumerate() {
@@ -336,10 +363,14 @@ impl Holdings {
                 continue; // released (or replaced) while the renewal was in flight
             };
             h.renewing = false;
-            match outcome.and_then(|o| o.get(i)).map(|v| owner_checked(*v)) {
+            match outcome
+                .and_then(|o| o.get(i).copied().flatten())
+                .map(owner_checked)
+            {
                 Some(Ok(_)) => {
+                    let lease = Duration::from_millis(r.lease_ms);
                     h.capped = r.capped;
-                    h.expires_at = sent + Duration::from_millis(r.lease_ms);
+                    h.expires_at = sent + lease - deployment.drift(lease);
                     h.next_renew = sent + h.period();
                     tracing::trace!(lock = %h.terms.name, "renewed");
                 }
@@ -357,31 +388,10 @@ impl Holdings {
     }
 }
 
-/// Sends one pipeline of extensions; loads the script once if Redis lost it.
-async fn send_renewals(
-    conn: &mut ConnectionManager,
-    batch: &[Renewal],
-) -> redis::RedisResult<Vec<i64>> {
-    let pipeline = || {
-        let mut pipe = redis::pipe();
-        for r in batch {
-            pipe.invoke_script(EXTEND.key(&r.lock_key).arg(&*r.owner).arg(r.lease_ms));
-        }
-        pipe
-    };
-    match pipeline().query_async(conn).await {
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            EXTEND.prepare_invoke().load_async(conn).await?;
-            pipeline().query_async(conn).await
-        }
-        other => other,
-    }
-}
-
 /// The renewal loop of one client. Ends when `shutdown` turns true.
 pub(crate) async fn run(
     holdings: Arc<Holdings>,
-    mut conn: ConnectionManager,
+    deployment: Arc<Deployment>,
     mut shutdown: Shutdown,
 ) {
     loop {
@@ -401,12 +411,16 @@ pub(crate) async fn run(
         // A renewal that outlives the earliest lease is as good as failed:
         // stop waiting for it so the expiry is reported on time.
         let deadline = holdings.next_expiry();
+        let requests: Vec<(&str, &str, u64)> = batch
+            .iter()
+            .map(|r| (r.lock_key.as_str(), &*r.owner, r.lease_ms))
+            .collect();
         let outcome = tokio::select! {
-            r = send_renewals(&mut conn, &batch) => r.map_err(|e| tracing::debug!(error = %e, n = batch.len(), "renewal failed")).ok(),
+            r = deployment.renew(&requests) => Some(r),
             _ = sleep_until_opt(deadline) => None,
             _ = shutdown.signalled() => return,
         };
-        holdings.apply(&batch, sent, outcome.as_deref());
+        holdings.apply(&batch, sent, outcome.as_deref(), &deployment);
     }
 }
 

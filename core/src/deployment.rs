@@ -1,0 +1,431 @@
+//! The deployment a client talks to: one endpoint (a server, a Sentinel
+//! group's master, or a Cluster), or several independent masters where every
+//! decision takes a majority (Redlock). Lock code asks the deployment; only
+//! this module knows whether a quorum is involved.
+
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::error::{Error, NotOwnedReason, Result};
+use crate::keys::Keys;
+use crate::node::Node;
+use crate::scripts::{owner_checked, AcquireReply, LockState};
+
+/// One acquire request.
+pub(crate) struct AcquireRequest<'a> {
+    pub keys: &'a Keys,
+    pub owner: &'a str,
+    pub lease: Duration,
+    /// Re-entries this owner believes it holds (for a safe retry).
+    pub believed: u32,
+    /// Replicas that must acknowledge (`WAIT`), if asked.
+    pub replicas: Option<u32>,
+}
+
+/// The answer to an acquire request.
+pub(crate) enum Attempt {
+    Held {
+        fence: u64,
+        count: u32,
+    },
+    /// Not held: sleep at most `retry_in` before the next attempt (a release
+    /// message may come first). `cause` says why when nodes failed.
+    Busy {
+        retry_in_ms: i64,
+        cause: Option<String>,
+    },
+}
+
+pub(crate) struct Deployment {
+    nodes: Vec<Node>,
+    secrets: Vec<String>,
+    /// Per-node bound on one request in Redlock mode.
+    node_timeout: Duration,
+}
+
+impl Deployment {
+    pub(crate) fn new(nodes: Vec<Node>, secrets: Vec<String>, node_timeout: Duration) -> Self {
+        Deployment {
+            nodes,
+            secrets,
+            node_timeout,
+        }
+    }
+
+    pub(crate) fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub(crate) fn is_redlock(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
+    fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// How much earlier than Redis a holder must consider its lease over:
+    /// Redlock's allowance for clock drift between independent masters.
+    pub(crate) fn drift(&self, lease: Duration) -> Duration {
+        if self.is_redlock() {
+            lease / 100 + Duration::from_millis(2)
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Maps a Redis error to the connection category, without secrets.
+    pub(crate) fn error(&self, e: &redis::RedisError) -> Error {
+        Error::Connection(self.scrub(e.to_string()))
+    }
+
+    pub(crate) fn scrub(&self, mut text: String) -> String {
+        for s in self.secrets.iter().filter(|s| !s.is_empty()) {
+            text = text.replace(s.as_str(), "***");
+        }
+        text
+    }
+
+    fn only(&self) -> Option<&Node> {
+        match self.nodes.as_slice() {
+            [node] => Some(node),
+            _ => None,
+        }
+    }
+
+    /// Runs `op` on every node in parallel, each bounded by the node timeout,
+    /// and hands the outcomes to `enough` as they arrive; stops waiting as
+    /// soon as `enough` says the answer is decided (a slow node never stalls
+    /// a decided quorum).
+    async fn each<'a, T, F, Fut>(
+        &'a self,
+        op: F,
+        mut enough: impl FnMut(&[(usize, std::result::Result<T, String>)]) -> bool,
+    ) -> Vec<(usize, std::result::Result<T, String>)>
+    where
+        F: Fn(&'a Node) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>> + 'a,
+    {
+        let mut pending: FuturesUnordered<_> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let fut = op(node);
+                async move {
+                    let r = match tokio::time::timeout(self.node_timeout, fut).await {
+                        Ok(Ok(v)) => Ok(v),
+                        Ok(Err(e)) => Err(format!("{}: {}", node.label, self.scrub(e.to_string()))),
+                        Err(_) => Err(format!(
+                            "{}: no reply within {:?}",
+                            node.label, self.node_timeout
+                        )),
+                    };
+                    (i, r)
+                }
+            })
+            .collect();
+        let mut done = Vec::with_capacity(self.nodes.len());
+        while let Some(outcome) = pending.next().await {
+            done.push(outcome);
+            if enough(&done) {
+                break;
+            }
+        }
+        done
+    }
+
+    pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
+        let lease_ms = req.lease.as_millis() as u64;
+        if let Some(node) = self.only() {
+            let (reply, acked) = node
+                .acquire(req.keys, req.owner, lease_ms, req.believed, req.replicas)
+                .await
+                .map_err(|e| self.error(&e))?;
+            return match reply {
+                AcquireReply::Held { fence, count } => {
+                    match (req.replicas, acked) {
+                        (Some(k), Some(acked)) if acked < k => {
+                            // Too few replicas have it: undo this acquisition
+                            // (a re-entry only loses its increment), then retry.
+                            node.release(req.keys, req.owner, lease_ms, false)
+                                .await
+                                .map_err(|e| self.error(&e))?;
+                            Ok(Attempt::Busy {
+                                retry_in_ms: rand::rng().random_range(5..=50),
+                                cause: Some(format!(
+                                    "only {acked} of {k} replicas acknowledged the acquisition"
+                                )),
+                            })
+                        }
+                        _ => Ok(Attempt::Held { fence, count }),
+                    }
+                }
+                AcquireReply::Busy { pttl_ms } => Ok(Attempt::Busy {
+                    retry_in_ms: pttl_ms,
+                    cause: None,
+                }),
+            };
+        }
+        self.acquire_quorum(req, lease_ms).await
+    }
+
+    /// Redlock: the lock is held when a majority granted it within the
+    /// validity time (lease − elapsed − drift) measured from before sending.
+    async fn acquire_quorum(&self, req: &AcquireRequest<'_>, lease_ms: u64) -> Result<Attempt> {
+        let start = Instant::now();
+        let quorum = self.quorum();
+        let n = self.nodes.len();
+        let outcomes = self
+            .each(
+                |node| async move {
+                    node.acquire(req.keys, req.owner, lease_ms, req.believed, None)
+                        .await
+                        .map(|(r, _)| r)
+                },
+                |done| {
+                    let held = done
+                        .iter()
+                        .filter(|(_, r)| matches!(r, Ok(AcquireReply::Held { .. })))
+                        .count();
+                    let refused = done.len() - held;
+                    held >= quorum || refused > n - quorum
+                },
+            )
+            .await;
+        let mut fence = 0;
+        let mut count = 0;
+        let mut held = 0;
+        let mut busy_ttl: Option<i64> = None;
+        let mut errors = Vec::new();
+        for (_, r) in &outcomes {
+            match r {
+                Ok(AcquireReply::Held { fence: f, count: c }) => {
+                    held += 1;
+                    fence = fence.max(*f);
+                    count = count.max(*c);
+                }
+                Ok(AcquireReply::Busy { pttl_ms }) => {
+                    busy_ttl = Some(busy_ttl.map_or(*pttl_ms, |b| b.min(*pttl_ms)));
+                }
+                Err(e) => errors.push(e.clone()),
+            }
+        }
+        let validity = req
+            .lease
+            .saturating_sub(start.elapsed() + self.drift(req.lease));
+        if held >= quorum && !validity.is_zero() {
+            return Ok(Attempt::Held { fence, count });
+        }
+        if held > 0 {
+            // A minority (or a majority too late) is worth nothing: give it
+            // all back, on every node, before anyone waits on it.
+            self.release_all(req.keys, req.owner, lease_ms).await;
+        }
+        let cause = (!errors.is_empty()).then(|| {
+            format!(
+                "quorum {quorum} of {n} not reached: {} granted; {}",
+                held,
+                errors.join("; ")
+            )
+        });
+        // Split votes or failed nodes: retry after a random delay. Busy on a
+        // majority: wait for a release message or the shortest lease.
+        let jitter = rand::rng().random_range(5..=50);
+        let retry_in_ms = match busy_ttl {
+            Some(ttl) if held == 0 && errors.is_empty() => ttl,
+            _ => jitter,
+        };
+        Ok(Attempt::Busy { retry_in_ms, cause })
+    }
+
+    async fn release_all(&self, keys: &Keys, owner: &str, lease_ms: u64) {
+        let _ = self
+            .each(|node| node.release(keys, owner, lease_ms, false), |_| false)
+            .await;
+    }
+
+    /// Releases one acquisition: the re-entries left, or why not.
+    pub(crate) async fn release(
+        &self,
+        keys: &Keys,
+        owner: &str,
+        lease_ms: u64,
+        last_valid: bool,
+    ) -> Result<std::result::Result<u32, NotOwnedReason>> {
+        if let Some(node) = self.only() {
+            let v = node
+                .release(keys, owner, lease_ms, last_valid)
+                .await
+                .map_err(|e| self.error(&e))?;
+            return Ok(owner_checked(v));
+        }
+        // Redlock: release everywhere. It was ours if any node gave it back.
+        let outcomes = self
+            .each(|node| node.release(keys, owner, lease_ms, false), |_| false)
+            .await;
+        self.combine_owner_checked(outcomes, 1)
+    }
+
+    /// Resets the lease: everywhere, confirmed by a majority in Redlock mode.
+    /// `Ok(Err(reason))` when this owner does not hold it.
+    pub(crate) async fn extend(
+        &self,
+        keys: &Keys,
+        owner: &str,
+        lease_ms: u64,
+        replicas: Option<u32>,
+    ) -> Result<std::result::Result<u32, NotOwnedReason>> {
+        if let Some(node) = self.only() {
+            let (v, acked) = node
+                .extend(keys, owner, lease_ms, replicas)
+                .await
+                .map_err(|e| self.error(&e))?;
+            if let (Some(k), Some(acked)) = (replicas, acked) {
+                if acked < k && v == 1 {
+                    return Err(Error::Connection(format!(
+                        "the extension reached only {acked} of {k} replicas"
+                    )));
+                }
+            }
+            return Ok(owner_checked(v));
+        }
+        let outcomes = self
+            .each(
+                |node| async move {
+                    node.extend(keys, owner, lease_ms, None)
+                        .await
+                        .map(|(v, _)| v)
+                },
+                |_| false,
+            )
+            .await;
+        self.combine_owner_checked(outcomes, self.quorum())
+    }
+
+    /// Combines owner-checked replies (≥0 ok, -1 gone, -2 another owner):
+    /// ok with `needed` confirmations, not-owned when the replies rule that
+    /// out, a connection error when failed nodes leave it undecided.
+    fn combine_owner_checked(
+        &self,
+        outcomes: Vec<(usize, std::result::Result<i64, String>)>,
+        needed: usize,
+    ) -> Result<std::result::Result<u32, NotOwnedReason>> {
+        let mut ok = Vec::new();
+        let mut other = false;
+        let mut refusals = 0;
+        let mut errors = Vec::new();
+        for (_, r) in outcomes {
+            match r.map(owner_checked) {
+                Ok(Ok(v)) => ok.push(v),
+                Ok(Err(reason)) => {
+                    refusals += 1;
+                    other |= reason == NotOwnedReason::HeldByAnother;
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if ok.len() >= needed {
+            return Ok(Ok(ok.into_iter().max().unwrap_or(0)));
+        }
+        if refusals > self.nodes.len() - needed {
+            return Ok(Err(if other {
+                NotOwnedReason::HeldByAnother
+            } else {
+                NotOwnedReason::Expired
+            }));
+        }
+        Err(Error::Connection(format!(
+            "{} of {} nodes confirmed: {}",
+            ok.len(),
+            self.nodes.len(),
+            errors.join("; ")
+        )))
+    }
+
+    /// The lock's state; in Redlock mode, as a majority sees it.
+    pub(crate) async fn inspect(&self, keys: &Keys) -> Result<LockState> {
+        if let Some(node) = self.only() {
+            return node.inspect(keys).await.map_err(|e| self.error(&e));
+        }
+        let outcomes = self.each(|node| node.inspect(keys), |_| false).await;
+        let states: Vec<LockState> = outcomes
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok().cloned())
+            .collect();
+        if states.len() < self.quorum() {
+            let errors: Vec<String> = outcomes.into_iter().filter_map(|(_, r)| r.err()).collect();
+            return Err(Error::Connection(format!(
+                "fewer than a majority of nodes answered: {}",
+                errors.join("; ")
+            )));
+        }
+        Ok(majority_view(&states, self.quorum()))
+    }
+
+    /// Renews a batch of holdings; per holding `Some(1)` when confirmed,
+    /// `Some(-1|-2)` when lost, `None` when unknown (retry soon).
+    pub(crate) async fn renew(&self, batch: &[(&str, &str, u64)]) -> Vec<Option<i64>> {
+        if let Some(node) = self.only() {
+            return node.extend_many(batch).await;
+        }
+        let quorum = self.quorum();
+        let n = self.nodes.len();
+        let per_node = futures_util::future::join_all(self.nodes.iter().map(|node| async move {
+            tokio::time::timeout(self.node_timeout, node.extend_many(batch))
+                .await
+                .unwrap_or_else(|_| vec![None; batch.len()])
+        }))
+        .await;
+        (0..batch.len())
+            .map(|i| {
+                let replies: Vec<i64> = per_node.iter().filter_map(|r| r[i]).collect();
+                let confirmed = replies.iter().filter(|v| **v >= 0).count();
+                let refused: Vec<i64> = replies.iter().copied().filter(|v| *v < 0).collect();
+                if confirmed >= quorum {
+                    Some(1)
+                } else if refused.len() > n - quorum {
+                    Some(if refused.contains(&-2) { -2 } else { -1 })
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+}
+
+/// What a majority of nodes agree on.
+fn majority_view(states: &[LockState], quorum: usize) -> LockState {
+    let holders = |owner: &Option<String>| {
+        states
+            .iter()
+            .filter(|s| s.held && &s.owner == owner)
+            .count()
+    };
+    let owner = states
+        .iter()
+        .filter(|s| s.held)
+        .map(|s| &s.owner)
+        .find(|o| o.is_some() && holders(o) >= quorum)
+        .cloned()
+        .flatten();
+    let held_by_majority = states.iter().filter(|s| s.held).count() >= quorum;
+    let mine: Vec<&LockState> = states
+        .iter()
+        .filter(|s| s.held && owner.is_some() && s.owner == owner)
+        .collect();
+    let mut ttls: Vec<u64> = mine.iter().filter_map(|s| s.ttl_ms).collect();
+    ttls.sort_unstable();
+    LockState {
+        held: held_by_majority,
+        count: mine.iter().map(|s| s.count).max().unwrap_or(0),
+        fence: mine.iter().filter_map(|s| s.fence).max(),
+        // The lease still held on a majority: the quorum-th longest.
+        ttl_ms: ttls.len().checked_sub(quorum).map(|i| ttls[i]),
+        fence_counter: states.iter().filter_map(|s| s.fence_counter).max(),
+        owner,
+    }
+}
