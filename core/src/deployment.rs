@@ -142,7 +142,14 @@ impl Deployment {
         let lease_ms = req.lease.as_millis() as u64;
         if let Some(node) = self.only() {
             let (reply, acked) = node
-                .acquire(req.keys, req.owner, lease_ms, req.believed, req.replicas)
+                .acquire(
+                    req.keys,
+                    req.owner,
+                    lease_ms,
+                    req.believed,
+                    false,
+                    req.replicas,
+                )
                 .await
                 .map_err(|e| self.error(&e))?;
             return match reply {
@@ -182,17 +189,17 @@ impl Deployment {
         let outcomes = self
             .each(
                 |node| async move {
-                    node.acquire(req.keys, req.owner, lease_ms, req.believed, None)
+                    node.acquire(req.keys, req.owner, lease_ms, req.believed, true, None)
                         .await
                         .map(|(r, _)| r)
                 },
+                // Done early only on success: a failed attempt must hear from
+                // every node before giving back what it got.
                 |done| {
-                    let held = done
-                        .iter()
+                    done.iter()
                         .filter(|(_, r)| matches!(r, Ok(AcquireReply::Held { .. })))
-                        .count();
-                    let refused = done.len() - held;
-                    held >= quorum || refused > n - quorum
+                        .count()
+                        >= quorum
                 },
             )
             .await;
@@ -220,9 +227,10 @@ impl Deployment {
         if held >= quorum && !validity.is_zero() {
             return Ok(Attempt::Held { fence, count });
         }
-        if held > 0 {
+        if held > 0 && req.believed == 0 {
             // A minority (or a majority too late) is worth nothing: give it
-            // all back, on every node, before anyone waits on it.
+            // all back, on every node, before anyone waits on it. (A failed
+            // re-entry keeps the holding it re-entered.)
             self.release_all(req.keys, req.owner, lease_ms).await;
         }
         let cause = (!errors.is_empty()).then(|| {
@@ -368,16 +376,19 @@ impl Deployment {
 
     /// Renews a batch of holdings; per holding `Some(1)` when confirmed,
     /// `Some(-1|-2)` when lost, `None` when unknown (retry soon).
-    pub(crate) async fn renew(&self, batch: &[(&str, &str, u64)]) -> Vec<Option<i64>> {
+    pub(crate) async fn renew(
+        &self,
+        batch: &[(&str, &str, u64)],
+        deadline: Instant,
+    ) -> Vec<Option<i64>> {
         if let Some(node) = self.only() {
-            return node.extend_many(batch).await;
+            return node.extend_many(batch, deadline).await;
         }
         let quorum = self.quorum();
         let n = self.nodes.len();
         let per_node = futures_util::future::join_all(self.nodes.iter().map(|node| async move {
-            tokio::time::timeout(self.node_timeout, node.extend_many(batch))
-                .await
-                .unwrap_or_else(|_| vec![None; batch.len()])
+            let deadline = deadline.min(Instant::now() + self.node_timeout);
+            node.extend_many(batch, deadline).await
         }))
         .await;
         (0..batch.len())

@@ -233,7 +233,9 @@ impl Node {
 
     /// `acquire.lua`; on a dropped connection, retried once telling the script
     /// how many re-entries the owner had (`believed`), so a first request that
-    /// was applied is not counted twice. With `replicas`, also the number of
+    /// was applied is not counted twice. `idempotent` tells it from the first
+    /// request (Redlock: a node may still hold what an earlier failed attempt
+    /// of this owner left there). With `replicas`, also the number of
     /// replicas that acknowledged.
     pub(crate) async fn acquire(
         &self,
@@ -241,6 +243,7 @@ impl Node {
         owner: &str,
         lease_ms: u64,
         believed: u32,
+        idempotent: bool,
         replicas: Option<u32>,
     ) -> RedisResult<(AcquireReply, Option<u32>)> {
         let inv = |retry_after: i64| {
@@ -263,7 +266,8 @@ impl Node {
                     .map(|(v, acked)| (v, Some(acked))),
             }
         };
-        let (reply, acked) = match run(-1).await {
+        let first = if idempotent { i64::from(believed) } else { -1 };
+        let (reply, acked) = match run(first).await {
             Err(e) if is_transient(&e) => run(i64::from(believed)).await?,
             other => other?,
         };
@@ -333,10 +337,15 @@ impl Node {
     }
 
     /// Extends many holdings at once: one pipeline on a server; on a cluster,
-    /// concurrent requests that redis-rs batches per node connection. `None`
-    /// for each extension whose outcome is unknown.
-    pub(crate) async fn extend_many(&self, batch: &[(&str, &str, u64)]) -> Vec<Option<i64>> {
-        let Ok(mut conn) = self.conn().await else {
+    /// concurrent requests that redis-rs batches per node connection, each on
+    /// its own (a stalled node delays only its own slots). `None` for each
+    /// extension whose outcome is unknown by `deadline`.
+    pub(crate) async fn extend_many(
+        &self,
+        batch: &[(&str, &str, u64)],
+        deadline: tokio::time::Instant,
+    ) -> Vec<Option<i64>> {
+        let Ok(Ok(mut conn)) = tokio::time::timeout_at(deadline, self.conn()).await else {
             return vec![None; batch.len()];
         };
         if let Conn::Cluster(_) = conn {
@@ -345,7 +354,8 @@ impl Node {
                 async move {
                     let mut inv = EXTEND.key(*key);
                     inv.arg(*owner).arg(*lease_ms);
-                    inv.invoke_async::<i64>(&mut conn).await.ok()
+                    let call = inv.invoke_async::<i64>(&mut conn);
+                    tokio::time::timeout_at(deadline, call).await.ok()?.ok()
                 }
             });
             return futures_util::future::join_all(calls).await;
@@ -357,15 +367,18 @@ impl Node {
             }
             pipe
         };
-        let r: RedisResult<Vec<i64>> = match pipe().query_async(&mut conn).await {
-            Err(e) if is_noscript(&e) => {
-                match EXTEND.prepare_invoke().load_async(&mut conn).await {
-                    Ok(_) => pipe().query_async(&mut conn).await,
-                    Err(e) => Err(e),
+        let run = async {
+            match pipe().query_async(&mut conn).await {
+                Err(e) if is_noscript(&e) => {
+                    EXTEND.prepare_invoke().load_async(&mut conn).await?;
+                    pipe().query_async(&mut conn).await
                 }
+                other => other,
             }
-            other => other,
         };
+        let r: RedisResult<Vec<i64>> = tokio::time::timeout_at(deadline, run)
+            .await
+            .unwrap_or_else(|_| Err((redis::ErrorKind::Io, "renewal outlived the lease").into()));
         match r {
             Ok(v) => v.into_iter().map(Some).collect(),
             Err(e) => {

@@ -348,7 +348,7 @@ impl Holdings {
         &self,
         batch: &[Renewal],
         sent: Instant,
-        outcome: Option<&[Option<i64>]>,
+        outcome: &[Option<i64>],
         deployment: &Deployment,
     ) {
         let now = Instant::now();
@@ -363,10 +363,7 @@ impl Holdings {
                 continue; // released (or replaced) while the renewal was in flight
             };
             h.renewing = false;
-            match outcome
-                .and_then(|o| o.get(i).copied().flatten())
-                .map(owner_checked)
-            {
+            match outcome.get(i).copied().flatten().map(owner_checked) {
                 Some(Ok(_)) => {
                     let lease = Duration::from_millis(r.lease_ms);
                     h.capped = r.capped;
@@ -410,17 +407,18 @@ pub(crate) async fn run(
         let sent = Instant::now();
         // A renewal that outlives the earliest lease is as good as failed:
         // stop waiting for it so the expiry is reported on time.
-        let deadline = holdings.next_expiry();
+        let deadline = holdings
+            .next_expiry()
+            .unwrap_or(sent + Duration::from_secs(3600));
         let requests: Vec<(&str, &str, u64)> = batch
             .iter()
             .map(|r| (r.lock_key.as_str(), &*r.owner, r.lease_ms))
             .collect();
         let outcome = tokio::select! {
-            r = deployment.renew(&requests) => Some(r),
-            _ = sleep_until_opt(deadline) => None,
+            r = deployment.renew(&requests, deadline) => r,
             _ = shutdown.signalled() => return,
         };
-        holdings.apply(&batch, sent, outcome.as_deref(), &deployment);
+        holdings.apply(&batch, sent, &outcome, &deployment);
     }
 }
 

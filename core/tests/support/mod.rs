@@ -2,6 +2,8 @@
 //! dropped. The one place the Rust tests start Redis.
 #![allow(dead_code)] // each test file uses a different part of it
 
+pub mod topology;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -12,9 +14,10 @@ pub struct RedisServer {
     pub port: u16,
     child: Option<Child>,
     dir: std::path::PathBuf,
+    extra: Vec<String>,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -35,17 +38,26 @@ impl RedisServer {
             port: free_port(),
             child: None,
             dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
-        server.spawn(extra);
+        server.spawn();
         server
     }
 
-    fn spawn(&mut self, extra: &[&str]) {
+    fn spawn(&mut self) {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "local",
+                "--dir",
+            ])
             .arg(&self.dir)
-            .args(extra)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -78,6 +90,10 @@ impl RedisServer {
         self.sync_conn().expect("connect to test redis")
     }
 
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Kills the server (SIGKILL: no goodbye to clients).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -86,10 +102,11 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server again on the same port, empty.
+    /// Starts the server again on the same port with the same settings (and,
+    /// without persistence, no data).
     pub fn restart(&mut self) {
         self.stop();
-        self.spawn(&[]);
+        self.spawn();
     }
 
     /// Calls of one command (lower case, like `evalsha`) from INFO
@@ -190,6 +207,34 @@ impl Drop for RedisServer {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Runs `test` of the current test binary as a separate process, with
+/// `args` in the environment: for tests that need a second process. The
+/// worker is an ignored test, so it never runs (or counts) on its own.
+pub fn worker_process(test: &str, args: &[String]) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            test,
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("RLOCK_WORKER_ARGS", args.join(" "))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The arguments a [`worker_process`] was started with.
+pub fn worker_args() -> Vec<String> {
+    std::env::var("RLOCK_WORKER_ARGS")
+        .expect("started by worker_process")
+        .split(' ')
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Polls `cond` until it holds or `within` passes; for observing state that

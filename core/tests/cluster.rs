@@ -1,0 +1,183 @@
+//! Redis Cluster: locks route by slot (the `{NAME}` tag keeps each lock's keys
+//! together), release messages travel by sharded pub/sub, and a master
+//! failover never leaves a silent second holder.
+
+mod support;
+
+use std::time::Duration;
+
+use redis::Commands;
+use rlock_core::{Client, ClientOptions, LockOptions, Wait};
+use support::topology::RedisCluster;
+use support::RedisServer;
+
+async fn client(cluster: &RedisCluster) -> Client {
+    Client::connect_urls(&cluster.seed_urls(), ClientOptions::default().cluster(true))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn locks_on_names_over_every_master_work_without_crossslot_errors() {
+    let cluster = RedisCluster::start(3, 0);
+    let client = client(&cluster).await;
+    assert!(!client.is_redlock());
+    let mut masters = std::collections::HashSet::new();
+    for i in 0..150 {
+        let name = format!("item:{i}");
+        masters.insert(cluster.master_of(&format!("rlock:{{{name}}}")));
+        let lock = client.lock(&name).unwrap();
+        let held = lock.acquire(Wait::Once).await.unwrap();
+        assert_eq!(held.fencing_token, 1);
+        lock.extend(None).await.unwrap();
+        let state = lock.state().await.unwrap();
+        assert_eq!(state.owner.as_deref(), Some(lock.owner()));
+        assert_eq!(lock.release().await.unwrap(), 0);
+    }
+    assert_eq!(masters.len(), 3, "the names covered every master");
+}
+
+#[tokio::test]
+async fn a_waiter_is_woken_by_the_sharded_release_message() {
+    let cluster = RedisCluster::start(3, 0);
+    let holder_client = client(&cluster).await;
+    let waiter_client = client(&cluster).await;
+    let holder = holder_client
+        .lock_with("hot", LockOptions::default().ttl(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let waiter = waiter_client.lock("hot").unwrap();
+    let waiting =
+        tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(20))).await });
+    let node = &cluster.nodes[cluster.master_of("rlock:{hot}")];
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .arg("rlock:{hot}:released")
+                .query(&mut node.conn())
+                .unwrap();
+            n == 1
+        })
+        .await,
+        "the waiter subscribed on the slot's node"
+    );
+    holder.release().await.unwrap();
+    // The holder's lease had ~30 s left: only the message explains this.
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(got.is_ok(), "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_tasks_keep_a_non_atomic_counter_exact() {
+    let cluster = RedisCluster::start(3, 0);
+    let data = RedisServer::start();
+    let client = client(&cluster).await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let lock = client.lock("counter").unwrap();
+        let data = redis::Client::open(data.url()).unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = data.get_multiplexed_async_connection().await.unwrap();
+            for _ in 0..50 {
+                lock.acquire(Wait::Forever).await.unwrap();
+                let n: Option<i64> = redis::cmd("GET")
+                    .arg("n")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                let _: () = redis::cmd("SET")
+                    .arg("n")
+                    .arg(n.unwrap_or(0) + 1)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                lock.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(data.conn().get::<_, i64>("n").unwrap(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_failover_leaves_every_holding_held_or_reported_lost() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let holder = client(&cluster).await;
+    let opts = LockOptions::default().ttl(Duration::from_secs(3));
+    let mut locks = Vec::new();
+    for i in 0..30 {
+        let lock = holder.lock_with(&format!("fo:{i}"), opts.clone()).unwrap();
+        lock.acquire(Wait::Once).await.unwrap();
+        locks.push(lock);
+    }
+    let victim_port = cluster.nodes[cluster.master_of("rlock:{fo:0}")].port;
+    let on_victim: Vec<bool> = (0..30)
+        .map(|i| cluster.nodes[cluster.master_of(&format!("rlock:{{fo:{i}}}"))].port == victim_port)
+        .collect();
+    cluster.fail_over("rlock:{fo:0}");
+    // Let the watchdog meet the new topology: a few renewal periods.
+    let rival_client = client(&cluster).await;
+    let mut on_failed_master = 0;
+    let mut lost = 0;
+    for (i, lock) in locks.iter().enumerate() {
+        let name = format!("fo:{i}");
+        // Either the holder still holds it, or it was told it lost it.
+        let settled = support::eventually(Duration::from_secs(5), || {
+            lock.lost().is_some() || { futures_block(lock.owned()).unwrap_or(false) }
+        })
+        .await;
+        assert!(settled, "{name}: neither held nor reported lost");
+        let rival = rival_client.lock(&name).unwrap();
+        if retrying(|| rival.try_acquire()).await.is_some() {
+            assert!(
+                lock.lost().is_some(),
+                "{name}: a second holder while the first was not told"
+            );
+            lost += 1;
+            rival.release().await.unwrap();
+        }
+        on_failed_master += usize::from(on_victim[i]);
+        if !on_victim[i] {
+            assert_eq!(
+                lock.lost(),
+                None,
+                "{name} on a healthy master must keep renewing"
+            );
+        }
+    }
+    // The client keeps working after the failover.
+    let fresh = holder.lock("after-failover").unwrap();
+    retrying(|| fresh.acquire(Wait::For(Duration::from_secs(5)))).await;
+    fresh.release().await.unwrap();
+    eprintln!("failover: {lost} locks taken over after being reported lost; {on_failed_master} of 30 were on the failed master");
+}
+
+/// Retries an operation that fails with connection errors while the cluster
+/// settles after a failover (a client sees the new topology within seconds).
+async fn retrying<T, F, Fut>(mut op: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = rlock_core::Result<T>>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match op().await {
+            Ok(v) => return v,
+            Err(e) if e.category() == "connection" && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// Runs a future to completion from a synchronous check.
+fn futures_block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
