@@ -391,6 +391,17 @@ impl Lock {
         })
     }
 
+    /// [`finish`](Self::finish) for a scope that owns the handle rather than an
+    /// acquisition (JavaScript's `await using`): the acquisition may have failed
+    /// or been released already, and then there is nothing to end, so this does
+    /// nothing instead of reporting "not owner".
+    pub async fn finish_if_held(&self) -> Result<()> {
+        if self.view().is_none() {
+            return Ok(());
+        }
+        self.finish().await
+    }
+
     /// Resets the lease of a lock this owner holds to `ttl` (the lock's own
     /// ttl when `None`); later renewals keep the new lease.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
