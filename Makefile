@@ -5,7 +5,7 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: test lint test-rust
 
 ## Every check CI runs: formatting, lints, and every test suite.
-test: lint test-rust
+test: lint test-rust test-node
 
 lint:
 	scripts/ensure-redis
@@ -15,3 +15,10 @@ lint:
 test-rust:
 	scripts/ensure-redis
 	cargo test --workspace
+
+.PHONY: test-node
+## The Node package: `npm install` builds the addon (its prepare script), then its node --test suite.
+test-node:
+	scripts/ensure-redis
+	npm install --no-audit --no-fund
+	npm test
