@@ -62,6 +62,20 @@ test('the process exits by itself after close(), even after waiting, watching an
   assert.ok(Date.now() - started < 8000, `took ${Date.now() - started} ms to exit`)
 })
 
+test('a client that is never closed does not keep the process alive either', async () => {
+  const { code, output } = await runChild(`async (url) => {
+    const client = await Client.connect(url)
+    const lock = client.lock('life-unclosed', { ttlMs: 2000 })
+    await lock.acquire()
+    void lock.signal
+    console.log('leaving with the lock held')
+  }`)
+  assert.equal(code, 0, output)
+  assert.match(output, /leaving/)
+  // Not released: the lock stays until its lease runs out.
+  assert.equal(await redis.cli('EXISTS', 'rlock:{life-unclosed}'), '1')
+})
+
 test('a lease lost with nobody listening is never an unhandled rejection', async () => {
   const { code, output } = await runChild(`async (url) => {
     process.on('unhandledRejection', (e) => { console.error('UNHANDLED', e); process.exit(4) })

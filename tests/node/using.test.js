@@ -77,3 +77,24 @@ test('using() waits for the lock like acquire(), within timeoutMs', async () => 
   assert.equal(err.code, 'ERR_LOCK_TIMEOUT')
   await holder.release()
 })
+
+test('using() takes a signal in its options that cancels the wait for the lock', async () => {
+  const holder = client.lock('scoped-cancel')
+  await holder.acquire()
+  const reason = new Error('gave up')
+  let ran = false
+  const err = await client
+    .using('scoped-cancel', { signal: AbortSignal.abort(reason) }, () => {
+      ran = true
+    })
+    .catch((e) => e)
+  assert.equal(err, reason)
+  assert.equal(ran, false)
+  const controller = new AbortController()
+  const waiting = client.using('scoped-cancel', { signal: controller.signal }, () => 'never').catch((e) => e)
+  assert.equal(await holder.isOwned(), true)
+  controller.abort(reason)
+  assert.equal(await waiting, reason)
+  await holder.release()
+  assert.equal(await redis.cli('EXISTS', 'rlock:{scoped-cancel}'), '0', 'the cancelled waiter took nothing')
+})
