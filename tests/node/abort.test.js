@@ -2,21 +2,15 @@
 // AbortSignal: cancelling a wait never leaves a lock behind.
 
 const assert = require('node:assert/strict')
-const { test, before, after } = require('node:test')
-const { connected, waitFor } = require('./helper.js')
+const { test } = require('node:test')
+const { serve, waitFor } = require('./helper.js')
 
-let redis
-let client
-before(async () => ({ redis, client } = await connected()))
-after(async () => {
-  await client.close()
-  await redis.stop()
-})
+const env = serve()
 
 test('an aborted signal cancels a wait and rejects with the abort reason, leaving no lock behind', async () => {
-  const holder = client.lock('abort-wait')
+  const holder = env.client.lock('abort-wait')
   await holder.acquire()
-  const waiter = client.lock('abort-wait')
+  const waiter = env.client.lock('abort-wait')
   const controller = new AbortController()
   let settled = false
   const waiting = waiter.acquire({ signal: controller.signal }).finally(() => {
@@ -34,7 +28,7 @@ test('an aborted signal cancels a wait and rejects with the abort reason, leavin
 
   await holder.release()
   // The cancelled waiter never takes the lock: another handle gets it.
-  const other = client.lock('abort-wait')
+  const other = env.client.lock('abort-wait')
   assert.equal(await other.tryAcquire(), true)
   assert.equal(await waiter.isOwned(), false)
   await other.release()
@@ -42,7 +36,7 @@ test('an aborted signal cancels a wait and rejects with the abort reason, leavin
 
 test('aborting right after acquire() was called leaves no lock behind, whatever the attempt in flight did', async () => {
   for (let i = 0; i < 20; i++) {
-    const lock = client.lock('abort-in-flight')
+    const lock = env.client.lock('abort-in-flight')
     const controller = new AbortController()
     const attempt = lock.acquire({ signal: controller.signal })
     controller.abort()
@@ -61,7 +55,7 @@ test('aborting right after acquire() was called leaves no lock behind, whatever 
 })
 
 test('an already aborted signal rejects at once with its reason, without acquiring', async () => {
-  const lock = client.lock('abort-early')
+  const lock = env.client.lock('abort-early')
   const reason = new Error('too late')
   const err = await lock.acquire({ signal: AbortSignal.abort(reason) }).catch((e) => e)
   assert.equal(err, reason)
@@ -69,11 +63,11 @@ test('an already aborted signal rejects at once with its reason, without acquiri
 })
 
 test('a signal that never aborts changes nothing: acquire() resolves and the lock is held', async () => {
-  const lock = client.lock('abort-never')
+  const lock = env.client.lock('abort-never')
   const controller = new AbortController()
   await lock.acquire({ signal: controller.signal })
   controller.abort() // after the acquisition: no effect on the holding
   assert.equal(await lock.isOwned(), true)
   await lock.release()
-  assert.equal(await redis.cli('EXISTS', 'rlock:{abort-never}'), '0')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{abort-never}'), '0')
 })

@@ -3,35 +3,29 @@
 // re-entry, owners, extend and `await using`.
 
 const assert = require('node:assert/strict')
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const { LockTimeoutError, LockNotOwnedError } = require('../../node/index.js')
-const { connected, waitFor } = require('./helper.js')
+const { serve, waitFor } = require('./helper.js')
 
-let redis
-let client
-before(async () => ({ redis, client } = await connected()))
-after(async () => {
-  await client.close()
-  await redis.stop()
-})
+const env = serve()
 
 test('acquire() takes the lock in Redis and release() frees it', async () => {
-  const lock = client.lock('basic')
+  const lock = env.client.lock('basic')
   assert.equal(lock.name, 'basic')
   assert.equal(await lock.isLocked(), false)
   assert.equal(await lock.acquire(), undefined)
   assert.equal(await lock.isLocked(), true)
   assert.equal(await lock.isOwned(), true)
-  assert.equal(await redis.cli('EXISTS', 'rlock:{basic}'), '1')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{basic}'), '1')
   assert.equal(await lock.release(), undefined)
   assert.equal(await lock.isLocked(), false)
   assert.equal(await lock.isOwned(), false)
-  assert.equal(await redis.cli('EXISTS', 'rlock:{basic}'), '0')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{basic}'), '0')
 })
 
 test('tryAcquire() is false while another handle holds the lock, true once it is free', async () => {
-  const holder = client.lock('try')
-  const other = client.lock('try')
+  const holder = env.client.lock('try')
+  const other = env.client.lock('try')
   assert.equal(await holder.tryAcquire(), true)
   assert.equal(await other.tryAcquire(), false)
   assert.equal(await other.isOwned(), false)
@@ -41,9 +35,9 @@ test('tryAcquire() is false while another handle holds the lock, true once it is
 })
 
 test('timeoutMs bounds the wait: acquire() rejects ERR_LOCK_TIMEOUT after about timeoutMs', async () => {
-  const holder = client.lock('deadline')
+  const holder = env.client.lock('deadline')
   await holder.acquire()
-  const waiter = client.lock('deadline', { timeoutMs: 300 })
+  const waiter = env.client.lock('deadline', { timeoutMs: 300 })
   const start = Date.now()
   const err = await waiter.acquire().catch((e) => e)
   const waited = Date.now() - start
@@ -54,20 +48,20 @@ test('timeoutMs bounds the wait: acquire() rejects ERR_LOCK_TIMEOUT after about 
 })
 
 test('timeoutMs: 0 makes exactly one attempt', async () => {
-  const holder = client.lock('once')
+  const holder = env.client.lock('once')
   await holder.acquire()
   const start = Date.now()
-  const err = await client.lock('once', { timeoutMs: 0 }).acquire().catch((e) => e)
+  const err = await env.client.lock('once', { timeoutMs: 0 }).acquire().catch((e) => e)
   assert.equal(err.code, 'ERR_LOCK_TIMEOUT')
   assert.ok(Date.now() - start < 250, `took ${Date.now() - start} ms`)
   await holder.release()
-  await client.lock('once', { timeoutMs: 0 }).acquire()
+  await env.client.lock('once', { timeoutMs: 0 }).acquire()
 })
 
 test('fencing tokens strictly increase with every fresh acquisition, and are null when not held', async () => {
   const tokens = []
   for (let i = 0; i < 5; i++) {
-    const lock = client.lock('fenced')
+    const lock = env.client.lock('fenced')
     assert.equal(lock.fencingToken, null)
     await lock.acquire()
     assert.equal(typeof lock.fencingToken, 'number')
@@ -79,7 +73,7 @@ test('fencing tokens strictly increase with every fresh acquisition, and are nul
 })
 
 test('acquiring twice on one handle nests: it takes two releases to free the lock', async () => {
-  const lock = client.lock('nested')
+  const lock = env.client.lock('nested')
   await lock.acquire()
   const token = lock.fencingToken
   await lock.acquire()
@@ -92,8 +86,8 @@ test('acquiring twice on one handle nests: it takes two releases to free the loc
 })
 
 test('another handle on the same name is another owner: it waits until the holder releases', async () => {
-  const holder = client.lock('owners')
-  const waiter = client.lock('owners', { timeoutMs: 5000 })
+  const holder = env.client.lock('owners')
+  const waiter = env.client.lock('owners', { timeoutMs: 5000 })
   await holder.acquire()
   let settled = false
   const waiting = waiter.acquire().finally(() => {
@@ -110,23 +104,23 @@ test('another handle on the same name is another owner: it waits until the holde
 })
 
 test('extend(ttlMs) resets the lease of this same lock and resolves with nothing', async () => {
-  const lock = client.lock('extended', { ttlMs: 2000, autoRenew: false })
+  const lock = env.client.lock('extended', { ttlMs: 2000, autoRenew: false })
   await lock.acquire()
-  assert.ok(Number(await redis.cli('PTTL', 'rlock:{extended}')) <= 2000)
+  assert.ok(Number(await env.redis.cli('PTTL', 'rlock:{extended}')) <= 2000)
   assert.equal(await lock.extend(60000), undefined)
-  assert.ok(Number(await redis.cli('PTTL', 'rlock:{extended}')) > 50000)
+  assert.ok(Number(await env.redis.cli('PTTL', 'rlock:{extended}')) > 50000)
   await lock.extend()
-  const pttl = Number(await redis.cli('PTTL', 'rlock:{extended}'))
+  const pttl = Number(await env.redis.cli('PTTL', 'rlock:{extended}'))
   assert.ok(pttl > 0 && pttl <= 2000, `extend() without ttlMs uses the lock's ttlMs, got ${pttl}`)
-  await assert.rejects(client.lock('extended').extend(1000), { code: 'ERR_LOCK_NOT_OWNED' })
+  await assert.rejects(env.client.lock('extended').extend(1000), { code: 'ERR_LOCK_NOT_OWNED' })
   await lock.release()
 })
 
 test('release() of a lock this handle does not hold rejects ERR_LOCK_NOT_OWNED at once, never retried', async () => {
-  const holder = client.lock('not-mine')
+  const holder = env.client.lock('not-mine')
   await holder.acquire()
   const start = Date.now()
-  const err = await client.lock('not-mine').release().catch((e) => e)
+  const err = await env.client.lock('not-mine').release().catch((e) => e)
   assert.ok(err instanceof LockNotOwnedError, String(err))
   assert.equal(err.code, 'ERR_LOCK_NOT_OWNED')
   assert.equal(err.reason, 'held by another owner')
@@ -136,10 +130,10 @@ test('release() of a lock this handle does not hold rejects ERR_LOCK_NOT_OWNED a
 })
 
 test('Symbol.asyncDispose releases a held lock and does nothing on one not held', async () => {
-  const lock = client.lock('disposed')
+  const lock = env.client.lock('disposed')
   await lock[Symbol.asyncDispose]()
   await lock.acquire()
   await lock[Symbol.asyncDispose]()
   assert.equal(await lock.isLocked(), false)
-  await waitFor(async () => (await redis.cli('EXISTS', 'rlock:{disposed}')) === '0', { what: 'key deleted' })
+  await waitFor(async () => (await env.redis.cli('EXISTS', 'rlock:{disposed}')) === '0', { what: 'key deleted' })
 })

@@ -2,21 +2,15 @@
 // Waiting happens off the JS thread: timers keep running while a lock is awaited.
 
 const assert = require('node:assert/strict')
-const { test, before, after } = require('node:test')
-const { connected } = require('./helper.js')
+const { test } = require('node:test')
+const { serve } = require('./helper.js')
 
-let redis
-let client
-before(async () => ({ redis, client } = await connected()))
-after(async () => {
-  await client.close()
-  await redis.stop()
-})
+const env = serve()
 
 test('the event loop is never blocked while acquire() waits: a setInterval keeps ticking', async () => {
-  const holder = client.lock('busy')
+  const holder = env.client.lock('busy')
   await holder.acquire()
-  const waiter = client.lock('busy', { timeoutMs: 1000 })
+  const waiter = env.client.lock('busy', { timeoutMs: 1000 })
 
   const ticks = []
   const interval = setInterval(() => ticks.push(Date.now()), 20)

@@ -7,6 +7,7 @@ const fs = require('node:fs')
 const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
+const { after, before } = require('node:test')
 const { promisify } = require('node:util')
 
 const run = promisify(execFile)
@@ -105,12 +106,22 @@ class RedisServer {
   }
 }
 
-/** A fresh server and a client connected to it, closed after the file's tests. */
-async function connected() {
+/**
+ * Registers the file's hooks: before its tests a fresh server and a client on
+ * it (`env.redis`, `env.client`), after them both closed.
+ */
+function serve() {
   const { Client } = require('../../node/index.js')
-  const redis = await RedisServer.start()
-  const client = await Client.connect(redis.url)
-  return { redis, client }
+  const env = {}
+  before(async () => {
+    env.redis = await RedisServer.start()
+    env.client = await Client.connect(env.redis.url)
+  })
+  after(async () => {
+    await env.client?.close()
+    await env.redis?.stop()
+  })
+  return env
 }
 
-module.exports = { RedisServer, waitFor, aborted, connected, freePort }
+module.exports = { RedisServer, serve, waitFor, aborted, freePort }

@@ -2,26 +2,20 @@
 // Leases: the watchdog renews, autoRenew: false expires, maxHoldMs caps.
 
 const assert = require('node:assert/strict')
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const { LockLostError } = require('../../node/index.js')
-const { connected, waitFor, aborted } = require('./helper.js')
+const { serve, waitFor, aborted } = require('./helper.js')
 
-let redis
-let client
-before(async () => ({ redis, client } = await connected()))
-after(async () => {
-  await client.close()
-  await redis.stop()
-})
+const env = serve()
 
 test('the watchdog keeps a 1000 ms lease alive for 4 s', async () => {
-  const lock = client.lock('renewed', { ttlMs: 1000 })
+  const lock = env.client.lock('renewed', { ttlMs: 1000 })
   await lock.acquire()
   const token = lock.fencingToken
   const until = Date.now() + 4000
   let checks = 0
   while (Date.now() < until) {
-    const pttl = Number(await redis.cli('PTTL', 'rlock:{renewed}'))
+    const pttl = Number(await env.redis.cli('PTTL', 'rlock:{renewed}'))
     assert.ok(pttl > 0 && pttl <= 1000, `lease ${pttl} ms after ${4000 - (until - Date.now())} ms`)
     assert.equal(lock.lost, false)
     checks++
@@ -35,11 +29,11 @@ test('the watchdog keeps a 1000 ms lease alive for 4 s', async () => {
 })
 
 test('autoRenew: false lets the lease run out: the key expires and the lock reports lost', async () => {
-  const lock = client.lock('unrenewed', { ttlMs: 400, autoRenew: false })
+  const lock = env.client.lock('unrenewed', { ttlMs: 400, autoRenew: false })
   await lock.acquire()
   const signal = lock.signal
   const start = Date.now()
-  await waitFor(async () => (await redis.cli('EXISTS', 'rlock:{unrenewed}')) === '0', {
+  await waitFor(async () => (await env.redis.cli('EXISTS', 'rlock:{unrenewed}')) === '0', {
     timeoutMs: 3000,
     what: 'the key expiring',
   })
@@ -51,7 +45,7 @@ test('autoRenew: false lets the lease run out: the key expires and the lock repo
 })
 
 test('maxHoldMs caps the hold: renewal stops so the lease ends by then', async () => {
-  const lock = client.lock('capped', { ttlMs: 600, maxHoldMs: 1500 })
+  const lock = env.client.lock('capped', { ttlMs: 600, maxHoldMs: 1500 })
   const start = Date.now()
   await lock.acquire()
   const reason = await aborted(lock.signal, 5000)
@@ -60,7 +54,7 @@ test('maxHoldMs caps the hold: renewal stops so the lease ends by then', async (
   assert.match(reason.reason, /max_hold/)
   // Renewed past one lease (600 ms), ended by maxHoldMs (plus scheduling slack).
   assert.ok(heldFor >= 1400 && heldFor < 2500, `held for ${heldFor} ms`)
-  await waitFor(async () => (await redis.cli('EXISTS', 'rlock:{capped}')) === '0', {
+  await waitFor(async () => (await env.redis.cli('EXISTS', 'rlock:{capped}')) === '0', {
     timeoutMs: 1000,
     what: 'the key gone by maxHoldMs',
   })

@@ -3,24 +3,18 @@
 // never touches another holder's lock.
 
 const assert = require('node:assert/strict')
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const { LockLostError, LockNotOwnedError } = require('../../node/index.js')
-const { connected, waitFor, aborted } = require('./helper.js')
+const { serve, waitFor, aborted } = require('./helper.js')
 
-let redis
-let client
-before(async () => ({ redis, client } = await connected()))
-after(async () => {
-  await client.close()
-  await redis.stop()
-})
+const env = serve()
 
 test('a lock key deleted from outside aborts lock.signal with an ERR_LOCK_LOST reason', async () => {
-  const lock = client.lock('deleted', { ttlMs: 900 })
+  const lock = env.client.lock('deleted', { ttlMs: 900 })
   await lock.acquire()
   const signal = lock.signal
   assert.equal(signal.aborted, false)
-  await redis.cli('DEL', 'rlock:{deleted}')
+  await env.redis.cli('DEL', 'rlock:{deleted}')
   // Renewal runs every ttlMs/3 = 300 ms; allow a loaded machine its slack.
   const reason = await aborted(signal, 3000)
   assert.ok(reason instanceof LockLostError, String(reason))
@@ -39,30 +33,30 @@ test('a lock key deleted from outside aborts lock.signal with an ERR_LOCK_LOST r
 })
 
 test('a signal read before acquire() covers the holding that follows', async () => {
-  const lock = client.lock('watched-early', { ttlMs: 600 })
+  const lock = env.client.lock('watched-early', { ttlMs: 600 })
   const signal = lock.signal
   await lock.acquire()
-  await redis.cli('DEL', 'rlock:{watched-early}')
+  await env.redis.cli('DEL', 'rlock:{watched-early}')
   const reason = await aborted(signal, 3000)
   assert.equal(reason.code, 'ERR_LOCK_LOST')
 })
 
 test('release after the lease expired rejects ERR_LOCK_NOT_OWNED and leaves the new holder intact', async () => {
-  const first = client.lock('expired', { ttlMs: 300, autoRenew: false })
+  const first = env.client.lock('expired', { ttlMs: 300, autoRenew: false })
   await first.acquire()
-  await waitFor(async () => (await redis.cli('EXISTS', 'rlock:{expired}')) === '0', {
+  await waitFor(async () => (await env.redis.cli('EXISTS', 'rlock:{expired}')) === '0', {
     timeoutMs: 3000,
     what: 'the lease running out',
   })
-  const second = client.lock('expired')
+  const second = env.client.lock('expired')
   await second.acquire()
-  const owner = await redis.cli('HGET', 'rlock:{expired}', 'owner')
+  const owner = await env.redis.cli('HGET', 'rlock:{expired}', 'owner')
 
   const err = await first.release().catch((e) => e)
   assert.ok(err instanceof LockNotOwnedError, String(err))
   assert.equal(err.code, 'ERR_LOCK_NOT_OWNED')
   assert.equal(err.reason, 'held by another owner')
-  assert.equal(await redis.cli('HGET', 'rlock:{expired}', 'owner'), owner)
+  assert.equal(await env.redis.cli('HGET', 'rlock:{expired}', 'owner'), owner)
   assert.equal(await second.isOwned(), true)
   await second.release()
 })

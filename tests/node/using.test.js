@@ -2,20 +2,14 @@
 // client.using(): acquire, run, always release; the callback's outcome wins.
 
 const assert = require('node:assert/strict')
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const { Lock, LockLostError } = require('../../node/index.js')
-const { connected, aborted } = require('./helper.js')
+const { serve, aborted } = require('./helper.js')
 
-let redis
-let client
-before(async () => ({ redis, client } = await connected()))
-after(async () => {
-  await client.close()
-  await redis.stop()
-})
+const env = serve()
 
 test('using() runs the callback while holding the lock and returns its value', async () => {
-  const value = await client.using('scoped', { ttlMs: 5000 }, async (signal, lock) => {
+  const value = await env.client.using('scoped', { ttlMs: 5000 }, async (signal, lock) => {
     assert.ok(signal instanceof AbortSignal)
     assert.equal(signal.aborted, false)
     assert.ok(lock instanceof Lock)
@@ -25,31 +19,31 @@ test('using() runs the callback while holding the lock and returns its value', a
     return 'done'
   })
   assert.equal(value, 'done')
-  assert.equal(await redis.cli('EXISTS', 'rlock:{scoped}'), '0', 'released after the callback')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{scoped}'), '0', 'released after the callback')
 })
 
 test('using() accepts the callback in place of options', async () => {
-  assert.equal(await client.using('scoped-short', () => 7), 7)
-  assert.equal(await redis.cli('EXISTS', 'rlock:{scoped-short}'), '0')
+  assert.equal(await env.client.using('scoped-short', () => 7), 7)
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{scoped-short}'), '0')
 })
 
 test('using() releases when the callback throws, and the caller sees the callback error', async () => {
   const thrown = new Error('callback failed')
-  const err = await client
+  const err = await env.client
     .using('scoped-throw', async () => {
       throw thrown
     })
     .catch((e) => e)
   assert.equal(err, thrown)
-  assert.equal(await redis.cli('EXISTS', 'rlock:{scoped-throw}'), '0', 'released after the throw')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{scoped-throw}'), '0', 'released after the throw')
 })
 
 test('a failing release never masks the callback error', async () => {
   const thrown = new Error('the real problem')
-  const err = await client
+  const err = await env.client
     .using('scoped-masked', async () => {
       // The release that follows will find the lock gone.
-      await redis.cli('DEL', 'rlock:{scoped-masked}')
+      await env.redis.cli('DEL', 'rlock:{scoped-masked}')
       throw thrown
     })
     .catch((e) => e)
@@ -58,9 +52,9 @@ test('a failing release never masks the callback error', async () => {
 
 test('a lease lost while the callback ran aborts its signal and using() rejects ERR_LOCK_LOST', async () => {
   let seen
-  const err = await client
+  const err = await env.client
     .using('scoped-lost', { ttlMs: 600 }, async (signal) => {
-      await redis.cli('DEL', 'rlock:{scoped-lost}')
+      await env.redis.cli('DEL', 'rlock:{scoped-lost}')
       seen = await aborted(signal, 3000)
       return 'finished anyway'
     })
@@ -71,19 +65,19 @@ test('a lease lost while the callback ran aborts its signal and using() rejects 
 })
 
 test('using() waits for the lock like acquire(), within timeoutMs', async () => {
-  const holder = client.lock('scoped-busy')
+  const holder = env.client.lock('scoped-busy')
   await holder.acquire()
-  const err = await client.using('scoped-busy', { timeoutMs: 100 }, () => 'never').catch((e) => e)
+  const err = await env.client.using('scoped-busy', { timeoutMs: 100 }, () => 'never').catch((e) => e)
   assert.equal(err.code, 'ERR_LOCK_TIMEOUT')
   await holder.release()
 })
 
 test('using() takes a signal in its options that cancels the wait for the lock', async () => {
-  const holder = client.lock('scoped-cancel')
+  const holder = env.client.lock('scoped-cancel')
   await holder.acquire()
   const reason = new Error('gave up')
   let ran = false
-  const err = await client
+  const err = await env.client
     .using('scoped-cancel', { signal: AbortSignal.abort(reason) }, () => {
       ran = true
     })
@@ -91,10 +85,10 @@ test('using() takes a signal in its options that cancels the wait for the lock',
   assert.equal(err, reason)
   assert.equal(ran, false)
   const controller = new AbortController()
-  const waiting = client.using('scoped-cancel', { signal: controller.signal }, () => 'never').catch((e) => e)
+  const waiting = env.client.using('scoped-cancel', { signal: controller.signal }, () => 'never').catch((e) => e)
   assert.equal(await holder.isOwned(), true)
   controller.abort(reason)
   assert.equal(await waiting, reason)
   await holder.release()
-  assert.equal(await redis.cli('EXISTS', 'rlock:{scoped-cancel}'), '0', 'the cancelled waiter took nothing')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{scoped-cancel}'), '0', 'the cancelled waiter took nothing')
 })
