@@ -252,7 +252,7 @@ class Lock {
   acquire(options) {
     let signal
     try {
-      signal = optionsObject(options, 'options').signal
+      if (options !== undefined) signal = optionsObject(options, 'options').signal
       if (signal === undefined) return this.#native.acquire()
       checkSignal(signal)
     } catch (err) {
