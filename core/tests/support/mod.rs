@@ -163,12 +163,24 @@ impl RedisServer {
         format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
-    /// The URL of an ACL user (the password percent-encoded as needed).
+    /// The URL of an ACL user, its name and password percent-encoded.
     pub fn url_as(&self, user: &str, password: &str) -> String {
-        let mut url = url::Url::parse(&self.url()).unwrap();
-        url.set_username(user).unwrap();
-        url.set_password(Some(password)).unwrap();
-        url.to_string()
+        let encode = |s: &str| {
+            s.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        let (scheme, address) = self
+            .url()
+            .split_once("://")
+            .map(|(s, a)| (s.to_owned(), a.to_owned()))
+            .unwrap();
+        format!("{scheme}://{}:{}@{address}", encode(user), encode(password))
     }
 
     /// The CA certificate (PEM) a client must trust to reach a TLS server.
@@ -181,7 +193,6 @@ impl RedisServer {
     pub fn sync_conn(&self) -> redis::RedisResult<redis::Connection> {
         let client = match &self.tls_ca {
             Some(ca) => {
-                let _ = rustls::crypto::ring::default_provider().install_default();
                 let certs = redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(ca.clone()),
