@@ -233,6 +233,13 @@ fn connection_error(e: &redis::RedisError, secrets: &[String]) -> Error {
     Error::Connection(text)
 }
 
+/// Checks a server URL without connecting; returns it as it may be shown.
+pub(crate) fn checked_url(raw: &str) -> Result<String> {
+    let target = Target::parse(raw)?;
+    target.client()?;
+    Ok(target.display)
+}
+
 /// A parsed, checked server URL.
 struct Target {
     url: String,
