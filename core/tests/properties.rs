@@ -558,12 +558,7 @@ async fn check_name(
         tokio::spawn(async move { other.acquire(Wait::For(Duration::from_secs(10))).await })
     };
     let subscribed = support::eventually(Duration::from_secs(5), || {
-        let (_, n): (Vec<u8>, u64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(&keys.channel)
-            .query(&mut conn)
-            .unwrap();
-        n == 1
+        redis.subscribers(&keys.channel) == 1
     })
     .await;
     prop_assert!(subscribed, "the waiter never subscribed");

@@ -91,15 +91,6 @@ const LOCKER_RULES: &[&str] = &[
 
 const LOCKER_PASSWORD: &str = "locker-Pa55word";
 
-fn subscribers(redis: &RedisServer, channel: &str) -> i64 {
-    let (_, n): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(&mut redis.conn())
-        .unwrap();
-    n
-}
-
 /// The ids of the connections subscribed to something.
 fn pubsub_connections(redis: &RedisServer) -> Vec<String> {
     let list: String = redis::cmd("CLIENT")
@@ -162,7 +153,7 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
         async move { waiter.acquire(Wait::For(Duration::from_secs(15))).await }
     });
     let channel = &lock.keys().channel;
-    if !support::eventually(Duration::from_secs(5), || subscribers(redis, channel) == 1).await {
+    if !support::eventually(Duration::from_secs(5), || redis.subscribers(channel) == 1).await {
         return Err("the waiter could not subscribe".into());
     }
     let pubsub = pubsub_connections(redis);
@@ -174,7 +165,7 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
         .unwrap()
         .map_err(e("woken waiter"))?;
     waiter.release().await.map_err(e("waiter release"))?;
-    if !support::eventually(Duration::from_secs(5), || subscribers(redis, channel) == 0).await {
+    if !support::eventually(Duration::from_secs(5), || redis.subscribers(channel) == 0).await {
         return Err("the subscription outlived the last waiter".into());
     }
     // Left by UNSUBSCRIBE, not by dropping the connection.

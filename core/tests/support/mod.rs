@@ -218,6 +218,16 @@ impl RedisServer {
             .unwrap();
     }
 
+    /// How many connections are subscribed to `channel`.
+    pub fn subscribers(&self, channel: &str) -> i64 {
+        let (_, n): (Vec<u8>, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query(&mut self.conn())
+            .unwrap();
+        n
+    }
+
     /// The Cluster hash slot of `key`, as a Cluster node computes it.
     pub fn keyslot(&self, key: &str) -> u16 {
         redis::cmd("CLUSTER")
