@@ -5,7 +5,7 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: test lint test-rust
 
 ## Every check CI runs: formatting, lints, and every test suite.
-test: lint test-rust
+test: lint test-rust test-python test-node
 
 lint:
 	scripts/ensure-redis
@@ -15,3 +15,22 @@ lint:
 test-rust:
 	scripts/ensure-redis
 	cargo test --workspace
+
+.PHONY: test-python
+## The Python package: built into .venv (made if missing), then its pytest suite.
+test-python: .venv/.installed
+	scripts/ensure-redis
+	VIRTUAL_ENV=$(CURDIR)/.venv .venv/bin/maturin develop --quiet
+	.venv/bin/python -m pytest tests/python
+
+.venv/.installed: python/requirements-dev.txt
+	[ -x .venv/bin/python ] || python3 -m venv .venv
+	.venv/bin/python -m pip install --quiet --disable-pip-version-check -r python/requirements-dev.txt
+	touch $@
+
+.PHONY: test-node
+## The Node package: `npm install` builds the addon (its prepare script), then its node --test suite.
+test-node:
+	scripts/ensure-redis
+	npm install --no-audit --no-fund
+	npm test

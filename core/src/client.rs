@@ -38,6 +38,9 @@ pub struct ClientOptions {
     /// Redlock: bound on one node's reply, so a slow node never stalls a
     /// quorum that the others decide.
     pub node_timeout: Duration,
+    /// For `rediss://`: the CA certificate (PEM) to trust instead of the
+    /// public web roots, for servers with a private CA.
+    pub tls_ca_pem: Option<Vec<u8>>,
 }
 
 impl Default for ClientOptions {
@@ -48,6 +51,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
             node_timeout: Duration::from_millis(200),
+            tls_ca_pem: None,
         }
     }
 }
@@ -65,6 +69,11 @@ impl ClientOptions {
 
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
+        self
+    }
+
+    pub fn tls_ca_pem(mut self, pem: Option<Vec<u8>>) -> Self {
+        self.tls_ca_pem = pem;
         self
     }
 }
@@ -169,22 +178,38 @@ impl Client {
                     "cluster mode takes redis:// seed URLs, not Sentinel",
                 ));
             }
-            let cluster =
-                redis::cluster::ClusterClientBuilder::new(targets.iter().map(|t| t.url.as_str()))
-                    .use_protocol(redis::ProtocolVersion::RESP3)
-                    .connection_timeout(options.connect_timeout)
-                    .response_timeout(options.response_timeout)
+            let build = |protocol| {
+                let mut builder = redis::cluster::ClusterClientBuilder::new(
+                    targets.iter().map(|t| t.url.as_str()),
+                )
+                .use_protocol(protocol)
+                .connection_timeout(options.connect_timeout)
+                .response_timeout(options.response_timeout)
+                // redis-rs retries a request 16 times with waits growing to
+                // minutes; a lock operation must fail (and be retried by its
+                // caller) within seconds instead.
+                .retries(3)
+                .min_retry_wait(10)
+                .max_retry_wait(500);
+                if let Some(pem) = &options.tls_ca_pem {
+                    builder = builder.certs(certificates(pem));
+                }
+                builder
                     .build()
-                    .map_err(|e| Error::invalid(format!("bad cluster seeds: {e}")))?;
-            vec![
-                Node::connect(Endpoint::Cluster(cluster), display.clone(), config)
-                    .await
-                    .map_err(scrub)?,
-            ]
+                    .map_err(|e| Error::invalid(format!("bad cluster seeds: {e}")))
+            };
+            // Commands over RESP2; sharded pub/sub needs RESP3 push messages.
+            let cluster = Endpoint::Cluster {
+                commands: build(redis::ProtocolVersion::RESP2)?,
+                feed: build(redis::ProtocolVersion::RESP3)?,
+            };
+            vec![Node::connect(cluster, display.clone(), config)
+                .await
+                .map_err(scrub)?]
         } else {
             let mut nodes = Vec::with_capacity(targets.len());
             for t in &targets {
-                let endpoint = t.endpoint()?;
+                let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;
                 nodes.push(
                     Node::connect(endpoint, t.display.clone(), config.clone())
                         .await
@@ -292,6 +317,13 @@ impl Inner {
     }
 }
 
+/// Checks a server URL without connecting; returns it as it may be shown.
+pub(crate) fn checked_url(raw: &str) -> Result<String> {
+    let target = Target::parse(raw)?;
+    target.endpoint(None)?;
+    Ok(target.display)
+}
+
 /// A parsed, checked server URL.
 struct Target {
     url: String,
@@ -364,22 +396,37 @@ impl Target {
         })
     }
 
-    fn endpoint(&self) -> Result<Endpoint> {
-        if self.url.starts_with("rediss:") {
+    fn endpoint(&self, tls_ca_pem: Option<&[u8]>) -> Result<Endpoint> {
+        let tls = self.url.starts_with("rediss:");
+        if tls {
             crate::tls::install_provider();
         }
         if self.sentinel {
             return sentinel_endpoint(&self.url).map(Endpoint::Sentinel);
         }
-        redis::Client::open(self.url.as_str())
-            .map(Endpoint::Server)
-            .map_err(|e| {
-                let mut m = e.to_string();
-                for s in &self.secrets {
-                    m = m.replace(s.as_str(), "***");
-                }
-                Error::invalid(format!("bad Redis URL: {m}"))
-            })
+        let client = match tls_ca_pem {
+            Some(_) if !tls => {
+                return Err(Error::invalid(
+                    "a TLS CA certificate was given for a URL without TLS (use rediss://)",
+                ))
+            }
+            Some(pem) => redis::Client::build_with_tls(self.url.as_str(), certificates(pem)),
+            None => redis::Client::open(self.url.as_str()),
+        };
+        client.map(Endpoint::Server).map_err(|e| {
+            let mut m = e.to_string();
+            for s in &self.secrets {
+                m = m.replace(s.as_str(), "***");
+            }
+            Error::invalid(format!("bad Redis URL: {m}"))
+        })
+    }
+}
+
+fn certificates(pem: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem.to_vec()),
     }
 }
 

@@ -336,7 +336,12 @@ impl Lock {
     /// owner does not hold it, and never touches another owner's lock.
     pub async fn release(&self) -> Result<u32> {
         let inner = &self.client.inner;
-        let lease = self.options.ttl;
+        // What remains after a nested release keeps the lease this holding
+        // runs on, so Redis and the holder agree on when it ends.
+        let lease = inner
+            .holdings
+            .current_lease(&self.keys.lock, &self.owner)
+            .unwrap_or_else(|| self.options.first_lease());
         // A last release whose lease has not ended: if its reply is lost and
         // the retry finds the key gone, the lost request deleted it.
         let last_valid = inner
@@ -356,9 +361,14 @@ impl Lock {
         match outcome {
             Ok(remaining) => {
                 let drift = inner.deployment.drift(lease);
-                inner
-                    .holdings
-                    .released(&self.keys.lock, &self.owner, remaining, sent, drift);
+                inner.holdings.released(
+                    &self.keys.lock,
+                    &self.owner,
+                    remaining,
+                    lease,
+                    sent,
+                    drift,
+                );
                 tracing::debug!(lock = %self.name, remaining, "released");
                 Ok(remaining)
             }
@@ -391,6 +401,17 @@ impl Lock {
             name: self.name.to_string(),
             reason,
         })
+    }
+
+    /// [`finish`](Self::finish) for a scope that owns the handle rather than an
+    /// acquisition (JavaScript's `await using`): the acquisition may have failed
+    /// or been released already, and then there is nothing to end, so this does
+    /// nothing instead of reporting "not owner".
+    pub async fn finish_if_held(&self) -> Result<()> {
+        if self.view().is_none() {
+            return Ok(());
+        }
+        self.finish().await
     }
 
     /// Resets the lease of a lock this owner holds to `ttl` (the lock's own

@@ -5,16 +5,18 @@
 //! the connection dropped under it, in a way that is safe to repeat.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
-use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, ScriptInvocation, Value};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::keys::Keys;
-use crate::scripts::{AcquireReply, LockState, ACQUIRE, EXTEND, INSPECT, RELEASE};
+use crate::scripts::{
+    is_noscript, AcquireReply, Call, LockState, ACQUIRE, EXTEND, INSPECT, RELEASE,
+};
 
 /// A connection to run one command or pipeline on.
 #[derive(Clone)]
@@ -76,46 +78,95 @@ impl Connector {
     }
 }
 
+/// A connection that is rebuilt from scratch after it failed: a Sentinel
+/// group's master (resolved again after a failover), or a Cluster connection
+/// (redis-rs' own recovery can stay wedged after a master dies; a fresh
+/// connection reads the new topology).
+struct Rebuilt<T> {
+    current: Mutex<Option<(T, Instant)>>,
+    building: tokio::sync::Mutex<()>,
+}
+
+/// A connection younger than this is not rebuilt again: failures right after
+/// a rebuild are the outage itself, not a wedged connection.
+const REBUILD_AFTER: Duration = Duration::from_millis(500);
+
+impl<T: Clone> Rebuilt<T> {
+    fn new(first: T) -> Self {
+        Rebuilt {
+            current: Mutex::new(Some((first, Instant::now()))),
+            building: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    async fn get<F, Fut>(&self, make: F) -> RedisResult<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = RedisResult<T>>,
+    {
+        if let Some((c, _)) = self.current.lock().unwrap().clone() {
+            return Ok(c);
+        }
+        // One rebuild at a time; a caller that waited finds it done.
+        let _building = self.building.lock().await;
+        if let Some((c, _)) = self.current.lock().unwrap().clone() {
+            return Ok(c);
+        }
+        let conn = make().await?;
+        *self.current.lock().unwrap() = Some((conn.clone(), Instant::now()));
+        Ok(conn)
+    }
+
+    fn forget(&self) {
+        let mut current = self.current.lock().unwrap();
+        if current
+            .as_ref()
+            .is_some_and(|(_, at)| at.elapsed() >= REBUILD_AFTER)
+        {
+            tracing::debug!("dropping a failed connection; the next request makes a new one");
+            *current = None;
+        }
+    }
+}
+
 /// A Sentinel group's current master, found again after a failover.
 pub(crate) struct SentinelRoute {
     sentinel: tokio::sync::Mutex<SentinelClient>,
-    master: Mutex<Option<ConnectionManager>>,
+    master: Rebuilt<ConnectionManager>,
     config: ConnectionManagerConfig,
 }
 
 impl SentinelRoute {
-    async fn conn(&self) -> RedisResult<ConnectionManager> {
-        if let Some(c) = self.master.lock().unwrap().clone() {
-            return Ok(c);
-        }
-        // One resolution at a time; a caller that waited finds it done.
-        let mut sentinel = self.sentinel.lock().await;
-        if let Some(c) = self.master.lock().unwrap().clone() {
-            return Ok(c);
-        }
-        let client = sentinel.async_get_client().await?;
+    async fn resolve(&self) -> RedisResult<ConnectionManager> {
+        let client = self.sentinel.lock().await.async_get_client().await?;
         let conn = ConnectionManager::new_with_config(client, self.config.clone()).await?;
         tracing::debug!("resolved the master through Sentinel");
-        *self.master.lock().unwrap() = Some(conn.clone());
         Ok(conn)
     }
 
-    fn forget_master(&self) {
-        self.master.lock().unwrap().take();
+    async fn conn(&self) -> RedisResult<ConnectionManager> {
+        self.master.get(|| self.resolve()).await
     }
 }
 
 enum Route {
     Direct(ConnectionManager, Arc<redis::Client>),
     Sentinel(Arc<SentinelRoute>),
-    Cluster(ClusterConnection, Arc<ClusterClient>),
+    Cluster {
+        conn: Rebuilt<ClusterConnection>,
+        commands: ClusterClient,
+        feed: Arc<ClusterClient>,
+    },
 }
 
 /// What to connect to.
 pub(crate) enum Endpoint {
     Server(redis::Client),
     Sentinel(SentinelClient),
-    Cluster(ClusterClient),
+    Cluster {
+        commands: ClusterClient,
+        feed: ClusterClient,
+    },
 }
 
 /// One endpoint: its connection, and how its release messages are heard.
@@ -142,18 +193,20 @@ impl Node {
                 Route::Direct(conn, Arc::new(client))
             }
             Endpoint::Sentinel(sentinel) => {
-                let route = Arc::new(SentinelRoute {
-                    sentinel: tokio::sync::Mutex::new(sentinel),
-                    master: Mutex::new(None),
+                let sentinel = tokio::sync::Mutex::new(sentinel);
+                let client = sentinel.lock().await.async_get_client().await?;
+                let first = ConnectionManager::new_with_config(client, config.clone()).await?;
+                Route::Sentinel(Arc::new(SentinelRoute {
+                    sentinel,
+                    master: Rebuilt::new(first),
                     config,
-                });
-                route.conn().await?;
-                Route::Sentinel(route)
+                }))
             }
-            Endpoint::Cluster(client) => {
-                let conn = client.get_async_connection().await?;
-                Route::Cluster(conn, Arc::new(client))
-            }
+            Endpoint::Cluster { commands, feed } => Route::Cluster {
+                conn: Rebuilt::new(commands.get_async_connection().await?),
+                commands,
+                feed: Arc::new(feed),
+            },
         };
         Ok(Node { route, label })
     }
@@ -162,24 +215,31 @@ impl Node {
         match &self.route {
             Route::Direct(c, _) => Ok(Conn::Manager(c.clone())),
             Route::Sentinel(s) => s.conn().await.map(Conn::Manager),
-            Route::Cluster(c, _) => Ok(Conn::Cluster(c.clone())),
+            Route::Cluster { conn, commands, .. } => conn
+                .get(|| commands.get_async_connection())
+                .await
+                .map(Conn::Cluster),
         }
     }
 
     /// After a failed request: a Sentinel master that dropped the connection
-    /// or turned read-only is resolved again on the next request.
+    /// or turned read-only is resolved again, and a Cluster connection made
+    /// anew, on the next request.
     fn failed(&self, e: &redis::RedisError) {
-        if let Route::Sentinel(s) = &self.route {
-            if is_transient(e) {
-                s.forget_master();
-            }
+        if !is_transient(e) {
+            return;
+        }
+        match &self.route {
+            Route::Sentinel(s) => s.master.forget(),
+            Route::Cluster { conn, .. } => conn.forget(),
+            Route::Direct(..) => {}
         }
     }
 
     /// The command `release.lua` announces a release with.
     pub(crate) fn publish_command(&self) -> &'static str {
         match self.route {
-            Route::Cluster(..) => "SPUBLISH",
+            Route::Cluster { .. } => "SPUBLISH",
             _ => "PUBLISH",
         }
     }
@@ -188,13 +248,16 @@ impl Node {
         match &self.route {
             Route::Direct(_, client) => Feed::Plain(Connector::Server(client.clone())),
             Route::Sentinel(s) => Feed::Plain(Connector::Sentinel(s.clone())),
-            Route::Cluster(_, client) => Feed::Sharded(client.clone()),
+            Route::Cluster { feed, .. } => Feed::Sharded(feed.clone()),
         }
     }
 
-    async fn call<T: FromRedisValue>(&self, inv: &ScriptInvocation<'_>) -> RedisResult<T> {
+    async fn call<T: FromRedisValue>(&self, call: &Call<'_>) -> RedisResult<T> {
         let mut conn = self.conn().await?;
-        let r = inv.invoke_async(&mut conn).await;
+        let r = match call.cmd(false).query_async(&mut conn).await {
+            Err(e) if is_noscript(&e) => call.cmd(true).query_async(&mut conn).await,
+            other => other,
+        };
         if let Err(e) = &r {
             self.failed(e);
         }
@@ -204,25 +267,21 @@ impl Node {
     /// Runs a script, then `WAIT replicas` in the same round trip.
     async fn call_synced<T: FromRedisValue>(
         &self,
-        inv: &ScriptInvocation<'_>,
-        script: &redis::Script,
+        call: &Call<'_>,
         replicas: u32,
         lease_ms: u64,
     ) -> RedisResult<(T, u32)> {
         let mut conn = self.conn().await?;
-        let pipe = || {
+        let pipe = |eval: bool| {
             let mut p = redis::pipe();
-            p.invoke_script(inv)
+            p.add_command(call.cmd(eval))
                 .cmd("WAIT")
                 .arg(replicas)
                 .arg(wait_timeout(lease_ms));
             p
         };
-        let r = match pipe().query_async(&mut conn).await {
-            Err(e) if is_noscript(&e) => {
-                script.prepare_invoke().load_async(&mut conn).await?;
-                pipe().query_async(&mut conn).await
-            }
+        let r = match pipe(false).query_async(&mut conn).await {
+            Err(e) if is_noscript(&e) => pipe(true).query_async(&mut conn).await,
             other => other,
         };
         if let Err(e) = &r {
@@ -246,22 +305,16 @@ impl Node {
         idempotent: bool,
         replicas: Option<u32>,
     ) -> RedisResult<(AcquireReply, Option<u32>)> {
-        let inv = |retry_after: i64| {
-            let mut inv = ACQUIRE.key(&keys.lock);
-            inv.key(&keys.fence)
+        let run = |retry_after: i64| async move {
+            let call = ACQUIRE
+                .call(&[&keys.lock, &keys.fence])
                 .arg(owner)
                 .arg(lease_ms)
                 .arg(retry_after);
-            inv
-        };
-        let run = |retry_after: i64| async move {
             match replicas {
-                None => self
-                    .call::<Vec<i64>>(&inv(retry_after))
-                    .await
-                    .map(|v| (v, None)),
+                None => self.call::<Vec<i64>>(&call).await.map(|v| (v, None)),
                 Some(k) => self
-                    .call_synced::<Vec<i64>>(&inv(retry_after), &ACQUIRE, k, lease_ms)
+                    .call_synced::<Vec<i64>>(&call, k, lease_ms)
                     .await
                     .map(|(v, acked)| (v, Some(acked))),
             }
@@ -285,13 +338,13 @@ impl Node {
         lease_ms: u64,
         last_valid: bool,
     ) -> RedisResult<i64> {
-        let mut inv = RELEASE.key(&keys.lock);
-        inv.key(&keys.channel)
+        let call = RELEASE
+            .call(&[&keys.lock, &keys.channel])
             .arg(owner)
             .arg(lease_ms)
             .arg(self.publish_command());
-        match self.call::<i64>(&inv).await {
-            Err(e) if is_transient(&e) => match self.call::<i64>(&inv).await? {
+        match self.call::<i64>(&call).await {
+            Err(e) if is_transient(&e) => match self.call::<i64>(&call).await? {
                 -1 if last_valid => Ok(0),
                 other => Ok(other),
             },
@@ -308,13 +361,12 @@ impl Node {
         lease_ms: u64,
         replicas: Option<u32>,
     ) -> RedisResult<(i64, Option<u32>)> {
-        let mut inv = EXTEND.key(&keys.lock);
-        inv.arg(owner).arg(lease_ms);
+        let call = EXTEND.call(&[&keys.lock]).arg(owner).arg(lease_ms);
         let run = || async {
             match replicas {
-                None => self.call::<i64>(&inv).await.map(|v| (v, None)),
+                None => self.call::<i64>(&call).await.map(|v| (v, None)),
                 Some(k) => self
-                    .call_synced::<i64>(&inv, &EXTEND, k, lease_ms)
+                    .call_synced::<i64>(&call, k, lease_ms)
                     .await
                     .map(|(v, acked)| (v, Some(acked))),
             }
@@ -327,10 +379,9 @@ impl Node {
 
     /// `inspect.lua`.
     pub(crate) async fn inspect(&self, keys: &Keys) -> RedisResult<LockState> {
-        let mut inv = INSPECT.key(&keys.lock);
-        inv.key(&keys.fence);
-        let reply = match self.call(&inv).await {
-            Err(e) if is_transient(&e) => self.call(&inv).await?,
+        let call = INSPECT.call(&[&keys.lock, &keys.fence]);
+        let reply = match self.call(&call).await {
+            Err(e) if is_transient(&e) => self.call(&call).await?,
             other => other?,
         };
         Ok(LockState::from_reply(reply))
@@ -348,29 +399,39 @@ impl Node {
         let Ok(Ok(mut conn)) = tokio::time::timeout_at(deadline, self.conn()).await else {
             return vec![None; batch.len()];
         };
+        let calls: Vec<Call> = batch
+            .iter()
+            .map(|(key, owner, lease_ms)| EXTEND.call(&[key]).arg(*owner).arg(*lease_ms))
+            .collect();
         if let Conn::Cluster(_) = conn {
-            let calls = batch.iter().map(|(key, owner, lease_ms)| {
-                let mut conn = conn.clone();
-                async move {
-                    let mut inv = EXTEND.key(*key);
-                    inv.arg(*owner).arg(*lease_ms);
-                    let call = inv.invoke_async::<i64>(&mut conn);
-                    tokio::time::timeout_at(deadline, call).await.ok()?.ok()
+            let each = calls.iter().map(|call| async move {
+                match tokio::time::timeout_at(deadline, self.call::<i64>(call)).await {
+                    Ok(r) => r.ok(),
+                    Err(_) => {
+                        // No answer within the lease: as good as a failed
+                        // connection, so the next try makes a new one.
+                        self.failed(&redis::RedisError::from(std::io::Error::from(
+                            std::io::ErrorKind::TimedOut,
+                        )));
+                        None
+                    }
                 }
             });
-            return futures_util::future::join_all(calls).await;
+            return futures_util::future::join_all(each).await;
         }
         let pipe = || {
             let mut pipe = redis::pipe();
-            for (key, owner, lease_ms) in batch {
-                pipe.invoke_script(EXTEND.key(*key).arg(*owner).arg(*lease_ms));
+            for call in &calls {
+                pipe.add_command(call.cmd(false));
             }
             pipe
         };
         let run = async {
             match pipe().query_async(&mut conn).await {
+                // Teach the server the script with one EVAL (extending is
+                // idempotent), then the whole pipeline again.
                 Err(e) if is_noscript(&e) => {
-                    EXTEND.prepare_invoke().load_async(&mut conn).await?;
+                    calls[0].cmd(true).query_async::<i64>(&mut conn).await?;
                     pipe().query_async(&mut conn).await
                 }
                 other => other,
@@ -399,10 +460,6 @@ pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
         || e.is_unrecoverable_error()
         || e.is_timeout()
         || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
-}
-
-fn is_noscript(e: &redis::RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 fn unexpected(what: &str, reply: &[i64]) -> redis::RedisError {

@@ -1,20 +1,93 @@
-//! The Lua scripts of `lua/` as `redis::Script`s (each hashed once, sent by
-//! EVALSHA with redis-rs' automatic SCRIPT LOAD on NOSCRIPT), and their replies.
+//! The Lua scripts of `lua/`, compiled in, and their replies.
+//!
+//! Each call goes out as EVALSHA (the SHA computed once); a server that does
+//! not know the script (a restart, SCRIPT FLUSH, a promoted replica) answers
+//! NOSCRIPT, and the call is sent again as EVAL, which also caches it. EVAL
+//! routes by key like EVALSHA, so on a Cluster the fallback never fans out to
+//! every master the way SCRIPT LOAD does (a dead master would stall it).
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{Cmd, Script, ToRedisArgs};
 
 use crate::error::NotOwnedReason;
 
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/acquire.lua")));
-pub(crate) static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
-pub(crate) static EXTEND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/extend.lua")));
-pub(crate) static INSPECT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/inspect.lua")));
+/// One script: its source and its SHA.
+pub(crate) struct Lua {
+    source: &'static str,
+    sha: LazyLock<String>,
+}
+
+impl Lua {
+    fn sha(&self) -> &str {
+        &self.sha
+    }
+
+    /// A call of this script with `keys` and `args`.
+    pub(crate) fn call<'a>(&'static self, keys: &[&'a str]) -> Call<'a> {
+        Call {
+            lua: self,
+            keys: keys.to_vec(),
+            args: Vec::new(),
+        }
+    }
+}
+
+/// A prepared script call, sendable as EVALSHA or as EVAL.
+#[derive(Clone)]
+pub(crate) struct Call<'a> {
+    lua: &'static Lua,
+    keys: Vec<&'a str>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Call<'_> {
+    pub(crate) fn arg(mut self, arg: impl ToRedisArgs) -> Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// The command: EVALSHA normally, EVAL after a NOSCRIPT.
+    pub(crate) fn cmd(&self, eval: bool) -> Cmd {
+        let mut c = if eval {
+            let mut c = redis::cmd("EVAL");
+            c.arg(self.lua.source);
+            c
+        } else {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(self.lua.sha());
+            c
+        };
+        c.arg(self.keys.len()).arg(&self.keys);
+        for a in &self.args {
+            c.arg(a.as_slice());
+        }
+        c
+    }
+}
+
+macro_rules! lua {
+    ($file:literal) => {
+        Lua {
+            source: include_str!(concat!("../../lua/", $file)),
+            sha: LazyLock::new(|| {
+                Script::new(include_str!(concat!("../../lua/", $file)))
+                    .get_hash()
+                    .to_owned()
+            }),
+        }
+    };
+}
+
+pub(crate) static ACQUIRE: Lua = lua!("acquire.lua");
+pub(crate) static RELEASE: Lua = lua!("release.lua");
+pub(crate) static EXTEND: Lua = lua!("extend.lua");
+pub(crate) static INSPECT: Lua = lua!("inspect.lua");
+
+/// Whether a reply says the server does not know the script.
+pub(crate) fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
 
 /// What `acquire.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

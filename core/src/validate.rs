@@ -136,6 +136,12 @@ pub fn prefix(prefix: &str) -> Result<()> {
     Ok(())
 }
 
+/// A server URL, checked without connecting (for faces that connect lazily);
+/// returns the URL as it may be shown, any password replaced by `***`.
+pub fn url(url: &str) -> Result<String> {
+    crate::client::checked_url(url)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +174,26 @@ mod tests {
         for bad in ["", "a b", "a{", "x}", "a\tb"] {
             assert!(prefix(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn urls_are_checked_without_connecting_and_shown_without_password() {
+        // Port 1 has no server: nothing here may try to connect.
+        assert_eq!(
+            url("redis://:hunter2@127.0.0.1:1/0").unwrap(),
+            "redis://:***@127.0.0.1:1/0"
+        );
+        assert_eq!(url("redis://127.0.0.1:1").unwrap(), "redis://127.0.0.1:1");
+        for bad in [
+            "http://127.0.0.1:1",
+            "redis://",
+            "not a url",
+            "redis://h:1/db",
+        ] {
+            let err = url(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{bad}: {err}");
+        }
+        let err = url("http://u:hunter2@127.0.0.1:1").unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 }

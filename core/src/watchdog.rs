@@ -154,6 +154,17 @@ impl Holdings {
         })
     }
 
+    /// The lease a nested release restores: the one the holding runs on (its
+    /// acquisition's or its last extend's), never past `max_hold`. `None`
+    /// when nothing is held.
+    pub(crate) fn current_lease(&self, key: &str, owner: &str) -> Option<Duration> {
+        let now = Instant::now();
+        self.with(key, owner, |h| {
+            h.renewal_lease(now)
+                .max(Duration::from_millis(MIN_LEASE_MS))
+        })
+    }
+
     /// The re-entry count this owner believes it holds (0 when it holds none
     /// or its holding was lost): lets a retried acquire recognise that the
     /// lost request had been applied.
@@ -225,6 +236,7 @@ impl Holdings {
         key: &str,
         owner: &str,
         remaining: u32,
+        lease: Duration,
         sent: Instant,
         drift: Duration,
     ) {
@@ -233,7 +245,7 @@ impl Holdings {
         } else {
             self.with(key, owner, |h| {
                 h.count = remaining;
-                h.expires_at = sent + h.terms.lease - drift;
+                h.expires_at = sent + lease - drift;
             });
         }
     }

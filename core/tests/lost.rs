@@ -40,6 +40,26 @@ async fn a_key_deleted_from_outside_is_reported_lost_within_a_renewal_period() {
 }
 
 #[tokio::test]
+async fn finish_if_held_ends_a_holding_and_does_nothing_without_one() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let lock = client.lock("scoped").unwrap();
+    // Never acquired: nothing to end, and no "not owner" error.
+    lock.finish_if_held().await.unwrap();
+
+    lock.acquire(Wait::Once).await.unwrap();
+    lock.finish_if_held().await.unwrap();
+    assert!(!lock.locked().await.unwrap(), "the holding was released");
+    lock.finish_if_held().await.unwrap();
+
+    // A holding lost during the scope is reported, as finish() does.
+    lock.acquire(Wait::Once).await.unwrap();
+    let _: () = redis.conn().del("rlock:{scoped}").unwrap();
+    let err = lock.finish_if_held().await.unwrap_err();
+    assert!(matches!(err, Error::Lost { .. }), "{err:?}");
+}
+
+#[tokio::test]
 async fn a_key_taken_by_another_owner_is_reported_lost_with_that_reason() {
     let redis = RedisServer::start();
     let client = Client::connect(&redis.url()).await.unwrap();

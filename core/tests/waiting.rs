@@ -9,15 +9,6 @@ use redis::Commands;
 use rlock_core::{Client, LockOptions, Wait};
 use support::RedisServer;
 
-fn subscribers(redis: &RedisServer, channel: &str) -> i64 {
-    let (_, n): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(&mut redis.conn())
-        .unwrap();
-    n
-}
-
 /// Loads the scripts into Redis, so counted cycles carry no SCRIPT LOAD.
 async fn warm_up(client: &Client) {
     let lock = client.lock("warm-up").unwrap();
@@ -46,10 +37,9 @@ async fn a_waiter_wakes_on_the_release_message_long_before_the_lease_would_end()
     let waiting =
         tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(15))).await });
     assert!(
-        support::eventually(Duration::from_secs(5), || subscribers(
-            &redis,
-            "rlock:{busy}:released"
-        ) == 1)
+        support::eventually(Duration::from_secs(5), || redis
+            .subscribers("rlock:{busy}:released")
+            == 1)
         .await,
         "the waiter subscribes to the release channel"
     );
@@ -76,10 +66,9 @@ async fn a_waiter_wakes_on_the_release_message_long_before_the_lease_would_end()
     let sent = monitor.mark();
     assert_eq!(evalshas(&sent), 2, "{sent:?}");
     assert!(
-        support::eventually(Duration::from_secs(5), || subscribers(
-            &redis,
-            "rlock:{busy}:released"
-        ) == 0)
+        support::eventually(Duration::from_secs(5), || redis
+            .subscribers("rlock:{busy}:released")
+            == 0)
         .await,
         "the subscription is dropped when the last waiter leaves"
     );
@@ -110,10 +99,9 @@ async fn idle_waiters_send_no_commands_and_a_release_wakes_one_per_client() {
         });
     }
     assert!(
-        support::eventually(Duration::from_secs(5), || subscribers(
-            &redis,
-            "rlock:{crowd}:released"
-        ) == 1)
+        support::eventually(Duration::from_secs(5), || redis
+            .subscribers("rlock:{crowd}:released")
+            == 1)
         .await,
         "twenty waiters of one client share one subscription"
     );
@@ -242,20 +230,18 @@ async fn a_cancelled_wait_leaves_no_lock_behind() {
     let w = waiter.clone();
     let task = tokio::spawn(async move { w.acquire(Wait::Forever).await });
     assert!(
-        support::eventually(Duration::from_secs(5), || subscribers(
-            &redis,
-            "rlock:{cancel}:released"
-        ) == 1)
+        support::eventually(Duration::from_secs(5), || redis
+            .subscribers("rlock:{cancel}:released")
+            == 1)
         .await
     );
     task.abort();
     let _ = task.await;
     holder.release().await.unwrap();
     assert!(
-        support::eventually(Duration::from_secs(5), || subscribers(
-            &redis,
-            "rlock:{cancel}:released"
-        ) == 0)
+        support::eventually(Duration::from_secs(5), || redis
+            .subscribers("rlock:{cancel}:released")
+            == 0)
         .await
     );
     assert!(!waiter.locked().await.unwrap());

@@ -14,7 +14,11 @@ pub struct RedisServer {
     pub port: u16,
     child: Option<Child>,
     dir: std::path::PathBuf,
-    extra: Vec<String>,
+    /// What the server was started with (beyond the common settings), so a
+    /// restart brings back the same server.
+    args: Vec<String>,
+    /// The CA (PEM) that signed the certificate of a TLS-only server.
+    tls_ca: Option<Vec<u8>>,
 }
 
 pub fn free_port() -> u16 {
@@ -31,14 +35,88 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
+        let port = free_port();
+        let mut args = vec!["--port".to_owned(), port.to_string()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Self::launch(port, args, |_| None)
+    }
+
+    /// Starts a server that speaks TLS only (`rediss://`), with a certificate
+    /// for 127.0.0.1 and localhost signed by a CA made for it with `openssl`
+    /// (see [`tls_ca_pem`](Self::tls_ca_pem)); clients need no certificate.
+    pub fn start_tls() -> Self {
+        let port = free_port();
+        let args = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            "server.crt",
+            "--tls-key-file",
+            "server.key",
+            "--tls-ca-cert-file",
+            "ca.crt",
+            "--tls-auth-clients",
+            "no",
+        ];
+        Self::launch(port, args.map(String::from).to_vec(), |dir| {
+            make_certificates(dir);
+            Some(std::fs::read(dir.join("ca.crt")).unwrap())
+        })
+    }
+
+    /// Starts a one-node Redis Cluster that serves every slot. Scripts there
+    /// refuse keys of different slots (CROSSSLOT), and it answers
+    /// [`keyslot`](Self::keyslot).
+    pub fn start_cluster_node() -> Self {
+        let bus = free_port().to_string();
+        let server = Self::start_with(&[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-port",
+            &bus,
+        ]);
+        let mut conn = server.conn();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("ADDSLOTSRANGE")
+            .arg(0)
+            .arg(16383)
+            .query(&mut conn)
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+            if info.lines().any(|l| l.trim() == "cluster_state:ok") {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the one-node cluster never came up"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts `redis-server` on `port` with `args`, in a fresh directory that
+    /// `prepare` may fill first (certificates); it returns the CA to trust.
+    fn launch(
+        port: u16,
+        args: Vec<String>,
+        prepare: impl FnOnce(&std::path::Path) -> Option<Vec<u8>>,
+    ) -> Self {
         let dir =
             std::env::temp_dir().join(format!("rlock-test-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&dir).unwrap();
+        let tls_ca = prepare(&dir);
         let mut server = RedisServer {
-            port: free_port(),
+            port,
             child: None,
             dir,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            args,
+            tls_ca,
         };
         server.spawn();
         server
@@ -46,18 +124,12 @@ impl RedisServer {
 
     fn spawn(&mut self) {
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--enable-debug-command",
-                "local",
-                "--dir",
-            ])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--enable-debug-command", "local", "--dir"])
             .arg(&self.dir)
-            .args(&self.extra)
+            .args(&self.args)
+            .current_dir(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -65,36 +137,118 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            // Any RESP reply (even NOAUTH) means the server is up.
-            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
-                let mut buf = [0u8; 1];
-                if s.write_all(b"PING\r\n").is_ok() && s.read(&mut buf).is_ok_and(|n| n == 1) {
-                    return;
-                }
+            if self.answers() {
+                return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         panic!("redis-server did not start on port {}", self.port);
     }
 
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+    fn answers(&self) -> bool {
+        if self.tls_ca.is_some() {
+            return self.sync_conn().is_ok();
+        }
+        // Any RESP reply (even NOAUTH) means the server is up.
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let mut buf = [0u8; 1];
+        s.write_all(b"PING\r\n").is_ok() && s.read(&mut buf).is_ok_and(|n| n == 1)
     }
 
-    /// A plain blocking connection, for the test's own observations.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls_ca.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL of an ACL user, its name and password percent-encoded.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        let encode = |s: &str| {
+            s.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        let (scheme, address) = self
+            .url()
+            .split_once("://")
+            .map(|(s, a)| (s.to_owned(), a.to_owned()))
+            .unwrap();
+        format!("{scheme}://{}:{}@{address}", encode(user), encode(password))
+    }
+
+    /// The CA certificate (PEM) a client must trust to reach a TLS server.
+    pub fn tls_ca_pem(&self) -> Option<&[u8]> {
+        self.tls_ca.as_deref()
+    }
+
+    /// A blocking connection as the unrestricted default user, for the test's
+    /// own observations (trusting the server's CA when it speaks TLS).
     pub fn sync_conn(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))
+        let client = match &self.tls_ca {
+            Some(ca) => {
+                let certs = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(ca.clone()),
+                };
+                redis::Client::build_with_tls(self.url(), certs)?
+            }
+            None => redis::Client::open(self.url())?,
+        };
+        client.get_connection_with_timeout(Duration::from_secs(1))
+    }
+
+    /// Adds an ACL user allowed exactly `rules` (after `reset`), e.g.
+    /// `["~rlock:*", "+evalsha"]`.
+    pub fn add_user(&self, user: &str, password: &str, rules: &[&str]) {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg("reset")
+            .arg("on")
+            .arg(format!(">{password}"))
+            .arg(rules)
+            .query(&mut self.conn())
+            .unwrap();
+    }
+
+    /// How many connections are subscribed to `channel`.
+    pub fn subscribers(&self, channel: &str) -> i64 {
+        let (_, n): (Vec<u8>, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query(&mut self.conn())
+            .unwrap();
+        n
+    }
+
+    /// The Cluster hash slot of `key`, as a Cluster node computes it.
+    pub fn keyslot(&self, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.conn())
+            .unwrap()
     }
 
     pub fn conn(&self) -> redis::Connection {
         self.sync_conn().expect("connect to test redis")
     }
 
+    /// Kills the server (SIGKILL: no goodbye to clients).
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }
 
-    /// Kills the server (SIGKILL: no goodbye to clients).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -102,8 +256,7 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server again on the same port with the same settings (and,
-    /// without persistence, no data).
+    /// Starts the server again on the same port, with the same settings, empty.
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();
@@ -207,6 +360,72 @@ impl Drop for RedisServer {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Makes, in `dir`, a CA (`ca.crt`, `ca.key`) and a certificate for 127.0.0.1
+/// and localhost signed by it (`server.crt`, `server.key`), with Debian's
+/// `openssl` (EC P-256 keys: quick to make).
+fn make_certificates(dir: &std::path::Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl must be installed (make test installs it)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.crt"],
+            &["-subj", "/CN=rlock test CA", "-days", "2"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &["-keyout", "server.key", "-out", "server.csr"],
+            &["-subj", "/CN=localhost"],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("server.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n\
+         extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
 }
 
 /// Runs `test` of the current test binary as a separate process, with

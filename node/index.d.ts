@@ -1,0 +1,97 @@
+// Types of the redis-rlock package (its JS face is node/index.js).
+
+export interface ConnectOptions {
+  /** Prefix of every key: `PREFIX:{NAME}`. Default `'rlock'`. */
+  prefix?: string
+}
+
+export interface LockOptions {
+  /** The lease in milliseconds: how long the lock outlives a holder that stops renewing it. Default 30000. */
+  ttlMs?: number
+  /** How long `acquire()` waits. Unset: forever; 0: one attempt. */
+  timeoutMs?: number
+  /** Renew the lease every ttlMs/3 while held (the watchdog). Default true. */
+  autoRenew?: boolean
+  /** Cap on the total hold time: renewal stops so the lease ends by then. */
+  maxHoldMs?: number
+}
+
+export interface UsingOptions extends LockOptions {
+  /** Cancels the wait for the lock (not the callback: it gets the lock's own signal). */
+  signal?: AbortSignal
+}
+
+export interface AcquireOptions {
+  /** Aborting it ends the wait; `acquire()` then rejects with `signal.reason`. */
+  signal?: AbortSignal
+}
+
+export declare class Client {
+  private constructor()
+  /** Connects to `url` (default: `REDIS_URL`, else `redis://127.0.0.1:6379`). */
+  static connect(url?: string, options?: ConnectOptions): Promise<Client>
+  /** A lock owned by a new handle. Bad options throw here, before any I/O. */
+  lock(name: string, options?: LockOptions): Lock
+  /**
+   * Acquires `name`, runs `fn`, always releases, and returns what `fn` returns.
+   * If `fn` throws, that error is what the caller sees; if the lease was lost
+   * while `fn` ran, rejects with `LockLostError`.
+   */
+  using<T>(name: string, fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>): Promise<T>
+  using<T>(
+    name: string,
+    options: UsingOptions | undefined,
+    fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>,
+  ): Promise<T>
+  /** Stops renewing and closes the connections; held locks expire with their lease. */
+  close(): Promise<void>
+}
+
+export declare class Lock implements AsyncDisposable {
+  private constructor()
+  readonly name: string
+  /** This handle's fencing token while it holds the lock, else null. */
+  readonly fencingToken: number | null
+  /** True once this handle's lease ended while it held the lock. */
+  readonly lost: boolean
+  /** Aborted, its reason a `LockLostError`, when this handle's lease is lost. */
+  readonly signal: AbortSignal
+  /** Acquires, waiting as `timeoutMs` allows; rejects `LockTimeoutError`. Nests on the same handle. */
+  acquire(options?: AcquireOptions): Promise<void>
+  /** One attempt: true when acquired. */
+  tryAcquire(): Promise<boolean>
+  /** Releases one acquisition; rejects `LockNotOwnedError` when not held by this handle. */
+  release(): Promise<void>
+  /** Resets the lease to `ttlMs` (default: the lock's ttlMs). Mutates this lock. */
+  extend(ttlMs?: number): Promise<void>
+  /** Whether anyone holds the lock. */
+  isLocked(): Promise<boolean>
+  /** Whether this handle holds the lock. */
+  isOwned(): Promise<boolean>
+  /** Releases if this handle holds the lock; nothing otherwise. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Base of the lock errors below. */
+export declare class LockError extends Error {
+  readonly code: 'ERR_LOCK_TIMEOUT' | 'ERR_LOCK_NOT_OWNED' | 'ERR_LOCK_LOST' | 'ERR_LOCK_CONNECTION'
+}
+
+export declare class LockTimeoutError extends LockError {
+  readonly code: 'ERR_LOCK_TIMEOUT'
+}
+
+export declare class LockNotOwnedError extends LockError {
+  readonly code: 'ERR_LOCK_NOT_OWNED'
+  readonly reason: 'expired' | 'held by another owner'
+}
+
+export declare class LockLostError extends LockError {
+  readonly code: 'ERR_LOCK_LOST'
+  /** Why the lease ended (for example 'the lock key disappeared (expired or deleted)'). */
+  readonly reason: string
+}
+
+export declare class LockConnectionError extends LockError {
+  readonly code: 'ERR_LOCK_CONNECTION'
+}

@@ -1,0 +1,463 @@
+"""redis-rlock: a Redis distributed lock with a Rust core.
+
+    import rlock
+
+    with rlock.lock("product:1001"):          # $REDIS_URL or redis://127.0.0.1:6379
+        rebuild_cache()
+
+    client = rlock.Client("redis://localhost:6379/0")
+    with client.lock("product:1001", ttl=10, timeout=3) as held:
+        save(data, fence=held.fencing_token)
+
+A lock is owned by the client, the process and the calling thread (sync
+methods) or asyncio task (``async with`` and every awaited method): the same
+owner re-acquiring a name nests, any other owner waits. Durations are seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import functools
+import inspect
+import itertools
+import os
+import threading
+import weakref
+from types import TracebackType
+from typing import Any, Callable, List, Optional, Tuple, Type, TypeVar, cast
+
+from . import _native
+
+__all__ = [
+    "AsyncClient",
+    "AsyncLock",
+    "Client",
+    "ConnectionError",
+    "Lock",
+    "LockError",
+    "LockLost",
+    "LockNotOwned",
+    "LockTimeout",
+    "lock",
+    "synchronized",
+]
+
+# --------------------------------------------------------------------------
+# Exceptions (the native module raises these by name)
+
+
+class LockError(Exception):
+    """Base of every rlock error. Bad arguments raise ValueError / TypeError."""
+
+    def __init__(
+        self, message: str = "", *, name: Optional[str] = None, reason: Optional[str] = None
+    ) -> None:
+        super().__init__(message)
+        #: The lock's name, when the error is about one lock.
+        self.name = name
+        #: Why, when the error has a reason (see LockNotOwned and LockLost).
+        self.reason = reason
+
+
+class LockTimeout(LockError, TimeoutError):
+    """The lock was not acquired before the deadline (raised by ``with``)."""
+
+
+class LockNotOwned(LockError):
+    """release()/extend() of a lock this owner does not hold.
+
+    ``reason`` is ``"expired"`` (the key is gone) or ``"held by another owner"``.
+    """
+
+
+class LockLost(LockError):
+    """The lease ended while the lock was held; raised when the ``with`` block exits.
+
+    ``reason`` says how (key deleted or expired, max_hold reached, the ttl passed
+    with auto_renew off, Redis unreachable past the lease).
+    """
+
+
+class ConnectionError(LockError, builtins.ConnectionError):
+    """Redis unreachable, authentication refused, or a protocol error."""
+
+
+# --------------------------------------------------------------------------
+# Owners: the process plus the calling thread or asyncio task. Units are
+# serial numbers, never reused, so a new thread or task is never mistaken for
+# one that ended while holding a lock.
+
+_serials = itertools.count(1)
+_thread = threading.local()
+_tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = weakref.WeakKeyDictionary()
+
+
+def _thread_unit() -> str:
+    serial: Optional[int] = getattr(_thread, "serial", None)
+    if serial is None:
+        serial = _thread.serial = next(_serials)
+    return f"{os.getpid()}:t{serial}"
+
+
+def _running_task() -> Optional[asyncio.Task[Any]]:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running event loop in this thread
+        return None
+
+
+def _task_unit() -> str:
+    task = _running_task()
+    if task is None:  # a coroutine driven by something other than asyncio
+        return _thread_unit()
+    serial = _tasks.get(task)
+    if serial is None:
+        serial = _tasks.setdefault(task, next(_serials))
+    return f"{os.getpid()}:a{serial}"
+
+
+def _caller_units() -> Tuple[str, ...]:
+    """Who may be asking about a holding: the current task, then the thread."""
+    if _running_task() is None:
+        return (_thread_unit(),)
+    return (_task_unit(), _thread_unit())
+
+
+def _note(exc: BaseException, error: LockError) -> None:
+    # The block's own exception propagates; the lock's trouble rides along.
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(f"rlock: {error}")
+
+
+# --------------------------------------------------------------------------
+# Locks
+
+
+class _LockBase:
+    __slots__ = ("_native", "__weakref__")
+
+    def __init__(self, native: _native.Lock) -> None:
+        self._native = native
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def fencing_token(self) -> Optional[int]:
+        """The calling owner's fencing token while it holds the lock, else None.
+
+        Strictly larger on every fresh acquisition of the name; pass it to the
+        storage you protect so it can refuse writes from a holder that lost
+        the lock."""
+        for unit in _caller_units():
+            token = self._native.fencing_token(unit)
+            if token is not None:
+                return token
+        return None
+
+    @property
+    def lost(self) -> bool:
+        """Whether the calling owner's lease ended while it held the lock."""
+        for unit in _caller_units():
+            if self._native.fencing_token(unit) is not None:
+                return self._native.lost(unit)
+        return False
+
+    async def __aenter__(self: _L) -> _L:
+        acquisition = await self._native.enter_async(_task_unit())
+        acquisition.keep()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        finished = self._native.finish_async(_task_unit())
+        if exc is None:
+            await finished
+            return
+        try:
+            await finished
+        except LockError as error:
+            _note(exc, error)
+
+    def __repr__(self) -> str:
+        n = self._native
+        return (
+            f"<{type(self).__module__}.{type(self).__qualname__} {n.name!r} ttl={n.ttl} "
+            f"timeout={n.timeout} blocking={n.blocking} auto_renew={n.auto_renew} "
+            f"max_hold={n.max_hold}>"
+        )
+
+
+_L = TypeVar("_L", bound=_LockBase)
+
+
+class Lock(_LockBase):
+    """A lock by name, made by ``Client.lock()`` or ``rlock.lock()``.
+
+    Sync methods act for the calling thread; ``async with`` acts for the
+    calling asyncio task and never blocks the event loop. One Lock object may
+    be shared by threads and tasks: each is its own owner.
+    """
+
+    __slots__ = ()
+
+    def acquire(self, blocking: Optional[bool] = None, timeout: Optional[float] = None) -> bool:
+        """Acquires; False when busy (blocking=False) or when ``timeout`` passed.
+
+        Arguments left as None take the lock's own settings. The GIL is released
+        while waiting, and Ctrl-C interrupts the wait."""
+        return self._native.acquire(_thread_unit(), blocking, timeout)
+
+    def release(self) -> None:
+        """Releases one acquisition; raises LockNotOwned if not held by this owner."""
+        self._native.release(_thread_unit())
+
+    def extend(self, ttl: Optional[float] = None) -> None:
+        """Resets the lease to ``ttl`` seconds (default: the lock's ttl)."""
+        self._native.extend(_thread_unit(), ttl)
+
+    def locked(self) -> bool:
+        """Whether anyone holds the lock."""
+        return self._native.locked()
+
+    def owned(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._native.owned(_thread_unit())
+
+    def __enter__(self) -> Lock:
+        self._native.enter(_thread_unit())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if exc is None:
+            self._native.finish(_thread_unit())
+            return
+        try:
+            self._native.finish(_thread_unit())
+        except LockError as error:
+            _note(exc, error)
+
+
+class AsyncLock(_LockBase):
+    """A lock by name for asyncio, made by ``AsyncClient.lock()``; every method
+    acts for the calling task."""
+
+    __slots__ = ()
+
+    async def acquire(
+        self, blocking: Optional[bool] = None, timeout: Optional[float] = None
+    ) -> bool:
+        """Acquires; False when busy (blocking=False) or when ``timeout`` passed.
+
+        Cancelling the awaiting task stops the wait and leaves no lock behind."""
+        acquisition = await self._native.acquire_async(_task_unit(), blocking, timeout)
+        if acquisition is None:
+            return False
+        acquisition.keep()
+        return True
+
+    async def release(self) -> None:
+        """Releases one acquisition; raises LockNotOwned if not held by this task."""
+        await self._native.release_async(_task_unit())
+
+    async def extend(self, ttl: Optional[float] = None) -> None:
+        """Resets the lease to ``ttl`` seconds (default: the lock's ttl)."""
+        await self._native.extend_async(_task_unit(), ttl)
+
+    async def locked(self) -> bool:
+        """Whether anyone holds the lock."""
+        return await self._native.locked_async()
+
+    async def owned(self) -> bool:
+        """Whether the calling task holds the lock."""
+        return await self._native.owned_async(_task_unit())
+
+
+# --------------------------------------------------------------------------
+# Clients
+
+
+class _ClientBase:
+    __slots__ = ("_native",)
+
+    def __init__(self, url: Optional[str] = None, *, prefix: str = "rlock") -> None:
+        """``url``: ``redis://[[user]:password@]host[:port][/db]`` or ``rediss://``
+        (TLS); None reads ``$REDIS_URL``, else ``redis://127.0.0.1:6379``.
+        Checked here; the connection is made on first use."""
+        self._native = _native.Client(url, prefix)
+
+    def close(self) -> None:
+        """Stops renewing and closes the connections. Locks still held are not
+        released (they expire with their lease); later calls raise
+        rlock.ConnectionError."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    def __repr__(self) -> str:
+        return f"rlock.{type(self).__name__}({self._native.server!r}, prefix={self._native.prefix!r})"
+
+
+class Client(_ClientBase):
+    """A connection to Redis shared by every lock made from it. Thread-safe."""
+
+    __slots__ = ()
+
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: float = 30.0,
+        timeout: Optional[float] = None,
+        blocking: bool = True,
+        auto_renew: bool = True,
+        max_hold: Optional[float] = None,
+    ) -> Lock:
+        """A lock on ``name``.
+
+        ttl: the lease in seconds, renewed every ttl/3 while held (auto_renew).
+        timeout: how long acquire() and ``with`` wait; None waits forever.
+        blocking: False makes acquire() and ``with`` try exactly once.
+        max_hold: cap on the total hold time; the lease is not renewed beyond it.
+        """
+        return Lock(self._native.lock(name, ttl, timeout, blocking, auto_renew, max_hold))
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+
+class AsyncClient(_ClientBase):
+    """Like Client, for asyncio: its locks' methods are coroutines."""
+
+    __slots__ = ()
+
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: float = 30.0,
+        timeout: Optional[float] = None,
+        blocking: bool = True,
+        auto_renew: bool = True,
+        max_hold: Optional[float] = None,
+    ) -> AsyncLock:
+        """A lock on ``name``; the arguments are those of Client.lock()."""
+        return AsyncLock(self._native.lock(name, ttl, timeout, blocking, auto_renew, max_hold))
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------
+# The default client
+
+_default: Optional[Client] = None
+_default_guard = threading.Lock()
+
+
+def _default_client() -> Client:
+    global _default
+    if _default is None:
+        with _default_guard:
+            if _default is None:
+                _default = Client()
+    return _default
+
+
+def lock(
+    name: str,
+    *,
+    ttl: float = 30.0,
+    timeout: Optional[float] = None,
+    blocking: bool = True,
+    auto_renew: bool = True,
+    max_hold: Optional[float] = None,
+) -> Lock:
+    """A lock from the default client (``$REDIS_URL``, else
+    ``redis://127.0.0.1:6379``, created on first use); arguments as Client.lock()."""
+    return _default_client().lock(
+        name, ttl=ttl, timeout=timeout, blocking=blocking, auto_renew=auto_renew, max_hold=max_hold
+    )
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def synchronized(
+    name: str,
+    *,
+    ttl: float = 30.0,
+    timeout: Optional[float] = None,
+    blocking: bool = True,
+    auto_renew: bool = True,
+    max_hold: Optional[float] = None,
+) -> Callable[[_F], _F]:
+    """Runs each call of the decorated function (sync or async) under the lock
+    ``name`` of the default client; arguments as Client.lock(), checked here."""
+    _native.check_lock(name, ttl, timeout, blocking, auto_renew, max_hold)
+
+    def decorate(fn: _F) -> _F:
+        made: List[Lock] = []
+
+        def the_lock() -> Lock:
+            # Made on the first call, so the default client reads $REDIS_URL then.
+            if not made:
+                made.append(
+                    lock(
+                        name,
+                        ttl=ttl,
+                        timeout=timeout,
+                        blocking=blocking,
+                        auto_renew=auto_renew,
+                        max_hold=max_hold,
+                    )
+                )
+            return made[0]
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                async with the_lock():
+                    return await fn(*args, **kwargs)
+
+            return cast(_F, run_async)
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with the_lock():
+                return fn(*args, **kwargs)
+
+        return cast(_F, run)
+
+    return decorate

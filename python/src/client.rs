@@ -1,0 +1,165 @@
+//! `Client`: the arguments checked up front, the connection made on first use
+//! (and made afresh in a forked child, which must not touch the parent's).
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use rlock_core::{validate, Client as CoreClient, ClientOptions, Error};
+use tokio::sync::OnceCell;
+
+use crate::error::to_py;
+use crate::lock::{Lock, LockSpec};
+use crate::runtime;
+
+#[pyclass(frozen, module = "rlock._native", name = "Client")]
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+/// What the client and every lock made from it share.
+pub struct Shared {
+    url: String,
+    /// The URL as it may be shown: never with its password.
+    server: String,
+    options: ClientOptions,
+    conn: Mutex<Conn>,
+}
+
+/// The connection of one process generation (see `runtime::generation`).
+struct Conn {
+    generation: u64,
+    client: Arc<OnceCell<CoreClient>>,
+    closed: bool,
+}
+
+impl Conn {
+    fn new() -> Self {
+        Conn {
+            generation: runtime::generation(),
+            client: Arc::new(OnceCell::new()),
+            closed: false,
+        }
+    }
+
+    /// In a forked child, starts over with no connection.
+    fn refresh(&mut self) {
+        if self.generation != runtime::generation() {
+            let closed = self.closed;
+            let parents = std::mem::replace(self, Conn::new());
+            self.closed = closed;
+            drop(parents);
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if self.generation != runtime::generation() {
+            // The parent's client: its sockets and runtime are the parent's.
+            std::mem::forget(std::mem::replace(
+                &mut self.client,
+                Arc::new(OnceCell::new()),
+            ));
+        }
+    }
+}
+
+impl Shared {
+    fn conn(&self) -> std::sync::MutexGuard<'_, Conn> {
+        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.refresh();
+        conn
+    }
+
+    /// The core client, connecting on first use in this process.
+    pub fn connected(
+        &self,
+    ) -> impl Future<Output = rlock_core::Result<CoreClient>> + Send + 'static {
+        let cell = {
+            let conn = self.conn();
+            if conn.closed {
+                Err(Error::Connection("this client is closed".to_owned()))
+            } else {
+                Ok(conn.client.clone())
+            }
+        };
+        let url = self.url.clone();
+        let options = self.options.clone();
+        async move {
+            let cell = cell?;
+            cell.get_or_try_init(|| CoreClient::connect_with(&url, options))
+                .await
+                .cloned()
+        }
+    }
+
+    /// The core client if this process has connected (no I/O).
+    pub fn current(&self) -> Option<CoreClient> {
+        self.conn().client.get().cloned()
+    }
+}
+
+#[pymethods]
+impl Client {
+    /// Checks the arguments (no I/O); the connection is made on first use.
+    #[new]
+    #[pyo3(signature = (url=None, prefix=rlock_core::DEFAULT_PREFIX.to_owned()))]
+    fn new(py: Python<'_>, url: Option<String>, prefix: String) -> PyResult<Self> {
+        let url = url.unwrap_or_else(CoreClient::default_url);
+        let server = validate::url(&url).map_err(|e| to_py(py, e))?;
+        validate::prefix(&prefix).map_err(|e| to_py(py, e))?;
+        Ok(Client {
+            shared: Arc::new(Shared {
+                url,
+                server,
+                options: ClientOptions::default().prefix(prefix),
+                conn: Mutex::new(Conn::new()),
+            }),
+        })
+    }
+
+    /// A lock on `name`; every argument is checked here, before any I/O.
+    // The arguments are the Python signature's, one to one.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None))]
+    fn lock(
+        &self,
+        py: Python<'_>,
+        name: String,
+        ttl: f64,
+        timeout: Option<f64>,
+        blocking: bool,
+        auto_renew: bool,
+        max_hold: Option<f64>,
+    ) -> PyResult<Lock> {
+        let spec = LockSpec::parse(name, ttl, timeout, blocking, auto_renew, max_hold)
+            .map_err(|e| to_py(py, e))?;
+        Ok(Lock::new(self.shared.clone(), spec))
+    }
+
+    /// Stops renewing and closes the connections; later calls raise
+    /// `rlock.ConnectionError`. Held locks are not released: they expire.
+    fn close(&self) {
+        let mut conn = self.shared.conn();
+        conn.closed = true;
+        if let Some(client) = conn.client.get() {
+            client.close();
+        }
+    }
+
+    #[getter]
+    fn server(&self) -> &str {
+        &self.shared.server
+    }
+
+    #[getter]
+    fn prefix(&self) -> &str {
+        &self.shared.options.prefix
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.shared.conn().closed
+    }
+}

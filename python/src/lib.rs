@@ -1,0 +1,23 @@
+//! `rlock._native`: the PyO3 module behind the `rlock` Python package. It
+//! converts arguments, bridges the GIL and asyncio to the core's futures, and
+//! maps errors; every locking decision is the core's (`rlock-core`). The
+//! public face is `python/rlock/__init__.py`, which adds the owner unit (the
+//! calling thread or asyncio task) to every call.
+
+use pyo3::prelude::*;
+
+mod client;
+mod error;
+mod lock;
+mod runtime;
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    runtime::install_fork_handler()?;
+    m.add_class::<client::Client>()?;
+    m.add_class::<lock::Lock>()?;
+    m.add_class::<lock::Acquisition>()?;
+    m.add_function(wrap_pyfunction!(lock::check_lock, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! `Lock`: one lock name as seen by whichever owner calls. The Python face
+//! passes the owner unit (process id plus thread or asyncio task) with every
+//! call; the core lock for that owner is made per call (`lock_as`), which
+//! costs no I/O.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use rlock_core::{validate, Error, Lock as CoreLock, LockOptions, Unit, Wait};
+
+use crate::client::Shared;
+use crate::error::to_py;
+use crate::runtime;
+
+/// A lock's arguments, checked once when they are given.
+#[derive(Debug, Clone)]
+pub struct LockSpec {
+    name: String,
+    ttl: f64,
+    options: LockOptions,
+    blocking: bool,
+    timeout: Option<f64>,
+    wait: Wait,
+}
+
+impl LockSpec {
+    pub fn parse(
+        name: String,
+        ttl: f64,
+        timeout: Option<f64>,
+        blocking: bool,
+        auto_renew: bool,
+        max_hold: Option<f64>,
+    ) -> rlock_core::Result<Self> {
+        validate::name(&name)?;
+        Ok(LockSpec {
+            options: LockOptions::parse(Some(ttl), auto_renew, max_hold, Unit::Seconds)?,
+            wait: Wait::parse(blocking, timeout, Unit::Seconds)?,
+            name,
+            ttl,
+            blocking,
+            timeout,
+        })
+    }
+
+    /// The wait of one `acquire()`: arguments left as None take the lock's own.
+    fn wait(&self, blocking: Option<bool>, timeout: Option<f64>) -> rlock_core::Result<Wait> {
+        if blocking.is_none() && timeout.is_none() {
+            return Ok(self.wait);
+        }
+        Wait::parse(
+            blocking.unwrap_or(self.blocking),
+            timeout.or(self.timeout),
+            Unit::Seconds,
+        )
+    }
+}
+
+/// Checks lock arguments without a client (`@rlock.synchronized` checks them
+/// when it decorates, and makes its lock on the first call).
+#[pyfunction]
+#[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None))]
+pub fn check_lock(
+    py: Python<'_>,
+    name: String,
+    ttl: f64,
+    timeout: Option<f64>,
+    blocking: bool,
+    auto_renew: bool,
+    max_hold: Option<f64>,
+) -> PyResult<()> {
+    LockSpec::parse(name, ttl, timeout, blocking, auto_renew, max_hold)
+        .map(drop)
+        .map_err(|e| to_py(py, e))
+}
+
+#[pyclass(frozen, module = "rlock._native", name = "Lock")]
+pub struct Lock {
+    client: Arc<Shared>,
+    spec: Arc<LockSpec>,
+}
+
+impl Lock {
+    pub fn new(client: Arc<Shared>, spec: LockSpec) -> Self {
+        Lock {
+            client,
+            spec: Arc::new(spec),
+        }
+    }
+
+    /// The core lock for `unit`, connecting first if needed.
+    fn owned_by(
+        &self,
+        unit: &str,
+    ) -> impl Future<Output = rlock_core::Result<CoreLock>> + Send + 'static {
+        let connected = self.client.connected();
+        let spec = self.spec.clone();
+        let unit = unit.to_owned();
+        async move {
+            connected
+                .await?
+                .lock_as(&spec.name, spec.options.clone(), &unit)
+        }
+    }
+
+    /// The core lock for `unit` if this process has connected (no I/O).
+    fn held_by(&self, unit: &str) -> Option<CoreLock> {
+        let client = self.client.current()?;
+        client
+            .lock_as(&self.spec.name, self.spec.options.clone(), unit)
+            .ok()
+    }
+
+    /// Acquires; `Ok(None)` when the wait ended without the lock.
+    fn acquire_op(
+        &self,
+        unit: &str,
+        wait: Wait,
+    ) -> impl Future<Output = rlock_core::Result<Option<CoreLock>>> + Send + 'static {
+        let lock = self.owned_by(unit);
+        async move {
+            let lock = lock.await?;
+            match lock.acquire(wait).await {
+                Ok(_) => Ok(Some(lock)),
+                Err(Error::Timeout { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    fn enter_op(
+        &self,
+        unit: &str,
+    ) -> impl Future<Output = rlock_core::Result<CoreLock>> + Send + 'static {
+        let lock = self.owned_by(unit);
+        let wait = self.spec.wait;
+        async move {
+            let lock = lock.await?;
+            lock.acquire(wait).await?;
+            Ok(lock)
+        }
+    }
+
+    fn release_op(
+        &self,
+        unit: &str,
+    ) -> impl Future<Output = rlock_core::Result<()>> + Send + 'static {
+        let lock = self.owned_by(unit);
+        async move { lock.await?.release().await.map(drop) }
+    }
+
+    fn finish_op(
+        &self,
+        unit: &str,
+    ) -> impl Future<Output = rlock_core::Result<()>> + Send + 'static {
+        let lock = self.owned_by(unit);
+        async move { lock.await?.finish().await }
+    }
+
+    fn extend_op(
+        &self,
+        unit: &str,
+        ttl: Option<f64>,
+    ) -> rlock_core::Result<impl Future<Output = rlock_core::Result<()>> + Send + 'static> {
+        let ttl = ttl
+            .map(|t| validate::lease("ttl", t, Unit::Seconds))
+            .transpose()?;
+        let lock = self.owned_by(unit);
+        Ok(async move { lock.await?.extend(ttl).await })
+    }
+
+    fn locked_op(&self) -> impl Future<Output = rlock_core::Result<bool>> + Send + 'static {
+        let lock = self.owned_by("");
+        async move { lock.await?.locked().await }
+    }
+
+    fn owned_op(
+        &self,
+        unit: &str,
+    ) -> impl Future<Output = rlock_core::Result<bool>> + Send + 'static {
+        let lock = self.owned_by(unit);
+        async move { lock.await?.owned().await }
+    }
+}
+
+#[pymethods]
+impl Lock {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    #[getter]
+    fn ttl(&self) -> f64 {
+        self.spec.ttl
+    }
+
+    #[getter]
+    fn timeout(&self) -> Option<f64> {
+        self.spec.timeout
+    }
+
+    #[getter]
+    fn blocking(&self) -> bool {
+        self.spec.blocking
+    }
+
+    #[getter]
+    fn auto_renew(&self) -> bool {
+        self.spec.options.auto_renew
+    }
+
+    #[getter]
+    fn max_hold(&self) -> Option<f64> {
+        self.spec.options.max_hold.map(|d| d.as_secs_f64())
+    }
+
+    /// True when acquired, False when the wait ended without the lock.
+    #[pyo3(signature = (unit, blocking=None, timeout=None))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        unit: &str,
+        blocking: Option<bool>,
+        timeout: Option<f64>,
+    ) -> PyResult<bool> {
+        let wait = self
+            .spec
+            .wait(blocking, timeout)
+            .map_err(|e| to_py(py, e))?;
+        let acquired = self.acquire_op(unit, wait);
+        runtime::wait_interruptible(py, async move { Ok(acquired.await?.is_some()) })
+    }
+
+    /// Acquires with the lock's own wait; raises `LockTimeout` when it ends.
+    fn enter(&self, py: Python<'_>, unit: &str) -> PyResult<()> {
+        let entered = self.enter_op(unit);
+        runtime::wait_interruptible(py, async move { entered.await.map(drop) })
+    }
+
+    fn release(&self, py: Python<'_>, unit: &str) -> PyResult<()> {
+        runtime::wait(py, self.release_op(unit))
+    }
+
+    /// Ends a `with` block: releases, and raises `LockLost` if the lease
+    /// ended inside it.
+    fn finish(&self, py: Python<'_>, unit: &str) -> PyResult<()> {
+        runtime::wait(py, self.finish_op(unit))
+    }
+
+    #[pyo3(signature = (unit, ttl=None))]
+    fn extend(&self, py: Python<'_>, unit: &str, ttl: Option<f64>) -> PyResult<()> {
+        let extended = self.extend_op(unit, ttl).map_err(|e| to_py(py, e))?;
+        runtime::wait(py, extended)
+    }
+
+    fn locked(&self, py: Python<'_>) -> PyResult<bool> {
+        runtime::wait(py, self.locked_op())
+    }
+
+    fn owned(&self, py: Python<'_>, unit: &str) -> PyResult<bool> {
+        runtime::wait(py, self.owned_op(unit))
+    }
+
+    /// The fencing token of `unit`'s holding, if it holds the lock.
+    fn fencing_token(&self, unit: &str) -> Option<u64> {
+        self.held_by(unit)?.fencing_token()
+    }
+
+    /// Whether `unit`'s holding was lost (its lease ended while held).
+    fn lost(&self, unit: &str) -> bool {
+        self.held_by(unit).is_some_and(|l| l.lost().is_some())
+    }
+
+    /// Awaitable of an `Acquisition` when acquired, None when the wait ended.
+    #[pyo3(signature = (unit, blocking=None, timeout=None))]
+    fn acquire_async<'py>(
+        &self,
+        py: Python<'py>,
+        unit: &str,
+        blocking: Option<bool>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let wait = self
+            .spec
+            .wait(blocking, timeout)
+            .map_err(|e| to_py(py, e))?;
+        let acquired = self.acquire_op(unit, wait);
+        runtime::awaitable(py, async move { Ok(acquired.await?.map(Acquisition::new)) })
+    }
+
+    /// Awaitable of an `Acquisition`; raises `LockTimeout` when the wait ends.
+    fn enter_async<'py>(&self, py: Python<'py>, unit: &str) -> PyResult<Bound<'py, PyAny>> {
+        let entered = self.enter_op(unit);
+        runtime::awaitable(py, async move { entered.await.map(Acquisition::new) })
+    }
+
+    fn release_async<'py>(&self, py: Python<'py>, unit: &str) -> PyResult<Bound<'py, PyAny>> {
+        runtime::awaitable_task(py, self.release_op(unit))
+    }
+
+    fn finish_async<'py>(&self, py: Python<'py>, unit: &str) -> PyResult<Bound<'py, PyAny>> {
+        runtime::awaitable_task(py, self.finish_op(unit))
+    }
+
+    #[pyo3(signature = (unit, ttl=None))]
+    fn extend_async<'py>(
+        &self,
+        py: Python<'py>,
+        unit: &str,
+        ttl: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let extended = self.extend_op(unit, ttl).map_err(|e| to_py(py, e))?;
+        runtime::awaitable_task(py, extended)
+    }
+
+    fn locked_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        runtime::awaitable_task(py, self.locked_op())
+    }
+
+    fn owned_async<'py>(&self, py: Python<'py>, unit: &str) -> PyResult<Bound<'py, PyAny>> {
+        runtime::awaitable_task(py, self.owned_op(unit))
+    }
+}
+
+/// One acquisition made by an awaited acquire, on its way to the awaiting
+/// task. asyncio drops the result of a future whose task was cancelled just as
+/// it completed; an acquisition dropped without `keep()` is released then, so
+/// a cancelled task never leaves a lock behind.
+#[pyclass(frozen, module = "rlock._native", name = "Acquisition")]
+pub struct Acquisition {
+    pending: Mutex<Option<(u64, CoreLock)>>,
+}
+
+impl Acquisition {
+    fn new(lock: CoreLock) -> Self {
+        Acquisition {
+            pending: Mutex::new(Some((runtime::generation(), lock))),
+        }
+    }
+}
+
+#[pymethods]
+impl Acquisition {
+    /// The awaiting task received the acquisition: it is its own now.
+    fn keep(&self) {
+        let taken = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(taken);
+    }
+}
+
+impl Drop for Acquisition {
+    fn drop(&mut self) {
+        let pending = self
+            .pending
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some((generation, lock)) = pending else {
+            return;
+        };
+        if generation != runtime::generation() {
+            // Made in the parent process: not this process' to release.
+            std::mem::forget(lock);
+            return;
+        }
+        if let Ok(rt) = runtime::get() {
+            rt.spawn(async move {
+                let _ = lock.release().await;
+            });
+        }
+    }
+}

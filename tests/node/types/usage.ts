@@ -1,0 +1,78 @@
+// A typed usage of the package, checked by `tsc --noEmit` (tests/node/types.test.js).
+// Lines marked @ts-expect-error must fail to type-check: the declarations are
+// strict enough to catch those mistakes.
+
+import {
+  Client,
+  Lock,
+  LockError,
+  LockLostError,
+  LockNotOwnedError,
+  LockTimeoutError,
+  type LockOptions,
+} from 'redis-rlock'
+
+export async function usage(): Promise<number> {
+  const client: Client = await Client.connect('redis://127.0.0.1:6379', { prefix: 'app' })
+  const fromEnv: Client = await Client.connect()
+  await fromEnv.close()
+
+  const options: LockOptions = { ttlMs: 10_000, timeoutMs: 3_000, autoRenew: true, maxHoldMs: 60_000 }
+  const lock: Lock = client.lock('product:1001', options)
+  const controller = new AbortController()
+  await lock.acquire({ signal: controller.signal })
+  await lock.acquire()
+  const token: number | null = lock.fencingToken
+  const lost: boolean = lock.lost
+  const signal: AbortSignal = lock.signal
+  const name: string = lock.name
+  await lock.extend(20_000)
+  await lock.extend()
+  const locked: boolean = await lock.isLocked()
+  const owned: boolean = await lock.isOwned()
+  const got: boolean = await lock.tryAcquire()
+  await lock.release()
+  await lock[Symbol.asyncDispose]()
+  {
+    await using scoped = client.lock('scoped')
+    await scoped.acquire()
+  }
+
+  const value: number = await client.using('product:1001', { ttlMs: 5_000 }, async (s: AbortSignal, held: Lock) => {
+    s.throwIfAborted()
+    return held.fencingToken ?? 0
+  })
+  const short: string = await client.using('product:1001', () => 'sync value')
+
+  try {
+    await lock.release()
+  } catch (err) {
+    if (err instanceof LockNotOwnedError) {
+      const reason: 'expired' | 'held by another owner' = err.reason
+      void reason
+    } else if (err instanceof LockTimeoutError || err instanceof LockLostError) {
+      const code: 'ERR_LOCK_TIMEOUT' | 'ERR_LOCK_LOST' = err.code
+      void code
+    } else if (err instanceof LockError) {
+      const code: string = err.code
+      void code
+    }
+  }
+
+  // @ts-expect-error ttlMs is a number of milliseconds
+  client.lock('x', { ttlMs: '1000' })
+  // @ts-expect-error options are the documented ones
+  client.lock('x', { ttl: 1000 })
+  // @ts-expect-error a lock name is a string
+  client.lock(1001)
+  // @ts-expect-error release() resolves with nothing
+  const released: number = await lock.release()
+  // @ts-expect-error fencingToken is read-only
+  lock.fencingToken = 3
+  // @ts-expect-error Client.connect() is the way to make a client
+  new Client()
+
+  void [token, lost, signal, name, locked, owned, got, short, released]
+  await client.close()
+  return value
+}

@@ -1,0 +1,195 @@
+"""Test support: a real redis-server on a free loopback port, and helpers to
+observe it. The one place the Python tests start Redis."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Callable, Iterator, List, Optional
+
+import pytest
+import redis
+
+import rlock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def eventually(cond: Callable[[], bool], within: float = 5.0, every: float = 0.01) -> bool:
+    """Polls `cond` until it holds or `within` seconds pass: for state that has
+    no event to wait on (a key in Redis, a flag set by the core)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(every)
+    return cond()
+
+
+class RedisServer:
+    def __init__(self, *extra: str) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="rlock-pytest-")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", self.dir, *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
+        self.redis = redis.Redis(port=self.port, password=password, decode_responses=True)
+        if not eventually(self._up, within=10):
+            self.stop()
+            raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _up(self) -> bool:
+        try:
+            return bool(self.redis.ping())
+        except redis.RedisError:
+            return False
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def monitor(self) -> "Monitor":
+        return Monitor(self)
+
+
+class Monitor:
+    """The commands clients send (not those scripts run inside Redis), read
+    through MONITOR; `mark()` returns those since the last mark, made exact by
+    a marker command the server executes after all of them."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.seen: List[str] = []
+        self.marks = 0
+        self.sock = socket.create_connection(("127.0.0.1", server.port))
+        self.sock.sendall(b"MONITOR\r\n")
+        self.file = self.sock.makefile("r", encoding="utf-8", errors="replace")
+        assert self.file.readline().strip() == "+OK"
+        self.marker = redis.Redis(port=server.port)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.file:
+            # `+ts [db addr] "cmd" "arg" ...`; script calls show `[db lua]`.
+            source, _, rest = line.partition("] ")
+            if source.endswith(" lua"):
+                continue
+            parts = rest.split('"')
+            cmd = parts[1].lower() if len(parts) > 1 else ""
+            if cmd == "echo" and len(parts) > 3:
+                cmd = f"echo {parts[3]}"
+            self.seen.append(cmd)
+
+    def mark(self) -> List[str]:
+        self.marks += 1
+        marker = f"echo rlock-mark-{self.marks}"
+        self.marker.echo(f"rlock-mark-{self.marks}")
+        assert eventually(lambda: marker in self.seen, within=10), "MONITOR never showed the marker"
+        at = self.seen.index(marker)
+        out, self.seen[: at + 1] = self.seen[:at], []
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
+        self.marker.close()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[RedisServer]:
+    s = RedisServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def client(server: RedisServer) -> Iterator[rlock.Client]:
+    c = rlock.Client(server.url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def aclient(server: RedisServer) -> Iterator[rlock.AsyncClient]:
+    c = rlock.AsyncClient(server.url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def name() -> str:
+    """A lock name no other test uses."""
+    return f"test:{uuid.uuid4().hex}"
+
+
+def lock_key(name: str, prefix: str = "rlock") -> str:
+    return f"{prefix}:{{{name}}}"
+
+
+def run_python(code: str, env: Optional[dict] = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter (the same venv) and returns its result."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+class Child:
+    """A fresh interpreter running `code`, spoken to one line at a time, with
+    a deadline on every read."""
+
+    def __init__(self, code: str, env: Optional[dict] = None) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-c", code],
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def line(self, within: float = 10) -> str:
+        try:
+            return self.lines.get(timeout=within)
+        except queue.Empty:
+            raise AssertionError(f"the child said nothing within {within} s") from None
+
+    def send(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
