@@ -19,5 +19,9 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::Acquisition>()?;
     m.add_function(wrap_pyfunction!(lock::check_lock, m)?)?;
+    let before_exit = wrap_pyfunction!(runtime::before_exit, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (before_exit,))?;
     Ok(())
 }
