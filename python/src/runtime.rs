@@ -155,12 +155,15 @@ where
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     let task = get()?.spawn(fut);
-    generic::future_into_py::<Tokio, _, _>(py, async move {
-        Ok(Reply(match task.await {
-            Ok(r) => r.map_err(Failure::Core),
-            Err(e) if e.is_panic() => Err(Failure::panic(&*e.into_panic())),
-            Err(e) => Err(Failure::Panic(e.to_string())),
-        }))
+    awaitable(py, async move {
+        match task.await {
+            Ok(out) => out,
+            // Raised again here, for `awaitable` to report like its own.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(rlock_core::Error::Connection(
+                "the runtime stopped before the operation finished".to_owned(),
+            )),
+        }
     })
 }
 
