@@ -334,7 +334,8 @@ class Client(_ClientBase):
         blocking: False makes acquire() and ``with`` try exactly once.
         max_hold: cap on the total hold time; the lease is not renewed beyond it.
         """
-        return Lock(self._native.lock(name, ttl, timeout, blocking, auto_renew, max_hold))
+        spec = _native.LockSpec(name, ttl, timeout, blocking, auto_renew, max_hold)
+        return Lock(self._native.lock(spec))
 
     def __enter__(self) -> Client:
         return self
@@ -364,7 +365,8 @@ class AsyncClient(_ClientBase):
         max_hold: Optional[float] = None,
     ) -> AsyncLock:
         """A lock on ``name``; the arguments are those of Client.lock()."""
-        return AsyncLock(self._native.lock(name, ttl, timeout, blocking, auto_renew, max_hold))
+        spec = _native.LockSpec(name, ttl, timeout, blocking, auto_renew, max_hold)
+        return AsyncLock(self._native.lock(spec))
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -424,7 +426,7 @@ def synchronized(
 ) -> Callable[[_F], _F]:
     """Runs each call of the decorated function (sync or async) under the lock
     ``name`` of the default client; arguments as Client.lock(), checked here."""
-    _native.check_lock(name, ttl, timeout, blocking, auto_renew, max_hold)
+    spec = _native.LockSpec(name, ttl, timeout, blocking, auto_renew, max_hold)
 
     def decorate(fn: _F) -> _F:
         made: List[Lock] = []
@@ -432,16 +434,7 @@ def synchronized(
         def the_lock() -> Lock:
             # Made on the first call, so the default client reads $REDIS_URL then.
             if not made:
-                made.append(
-                    lock(
-                        name,
-                        ttl=ttl,
-                        timeout=timeout,
-                        blocking=blocking,
-                        auto_renew=auto_renew,
-                        max_hold=max_hold,
-                    )
-                )
+                made.append(Lock(_default_client()._native.lock(spec)))
             return made[0]
 
         if inspect.iscoroutinefunction(fn):

@@ -6,15 +6,7 @@ from typing import Awaitable, Optional
 
 class Client:
     def __init__(self, url: Optional[str] = None, prefix: str = "rlock") -> None: ...
-    def lock(
-        self,
-        name: str,
-        ttl: float = 30.0,
-        timeout: Optional[float] = None,
-        blocking: bool = True,
-        auto_renew: bool = True,
-        max_hold: Optional[float] = None,
-    ) -> Lock: ...
+    def lock(self, spec: LockSpec) -> Lock: ...
     def close(self) -> None: ...
     @property
     def server(self) -> str: ...
@@ -22,6 +14,17 @@ class Client:
     def prefix(self) -> str: ...
     @property
     def closed(self) -> bool: ...
+
+class LockSpec:
+    def __init__(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        timeout: Optional[float] = None,
+        blocking: bool = True,
+        auto_renew: bool = True,
+        max_hold: Optional[float] = None,
+    ) -> None: ...
 
 class Acquisition:
     def keep(self) -> None: ...
@@ -59,13 +62,3 @@ class Lock:
     def extend_async(self, unit: str, ttl: Optional[float] = None) -> Awaitable[None]: ...
     def locked_async(self) -> Awaitable[bool]: ...
     def owned_async(self, unit: str) -> Awaitable[bool]: ...
-
-def check_lock(
-    name: str,
-    ttl: float = 30.0,
-    timeout: Optional[float] = None,
-    blocking: bool = True,
-    auto_renew: bool = True,
-    max_hold: Optional[float] = None,
-) -> None: ...
-

@@ -119,23 +119,9 @@ impl Client {
         })
     }
 
-    /// A lock on `name`; every argument is checked here, before any I/O.
-    // The arguments are the Python signature's, one to one.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None))]
-    fn lock(
-        &self,
-        py: Python<'_>,
-        name: String,
-        ttl: f64,
-        timeout: Option<f64>,
-        blocking: bool,
-        auto_renew: bool,
-        max_hold: Option<f64>,
-    ) -> PyResult<Lock> {
-        let spec = LockSpec::parse(name, ttl, timeout, blocking, auto_renew, max_hold)
-            .map_err(|e| to_py(py, e))?;
-        Ok(Lock::new(self.shared.clone(), spec))
+    /// A lock made to `spec` (checked when it was made).
+    fn lock(&self, spec: &Bound<'_, LockSpec>) -> Lock {
+        Lock::new(self.shared.clone(), spec.get().clone())
     }
 
     /// Stops renewing and closes the connections; later calls raise

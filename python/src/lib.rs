@@ -17,7 +17,11 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::install_fork_handler()?;
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;
+    m.add_class::<lock::LockSpec>()?;
     m.add_class::<lock::Acquisition>()?;
-    m.add_function(wrap_pyfunction!(lock::check_lock, m)?)?;
+    let before_exit = wrap_pyfunction!(runtime::before_exit, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (before_exit,))?;
     Ok(())
 }

@@ -13,7 +13,8 @@ use crate::client::Shared;
 use crate::error::to_py;
 use crate::runtime;
 
-/// A lock's arguments, checked once when they are given.
+/// A lock's arguments, checked once when they are given (before any I/O).
+#[pyclass(frozen, module = "rlock._native", name = "LockSpec")]
 #[derive(Debug, Clone)]
 pub struct LockSpec {
     name: String,
@@ -24,26 +25,35 @@ pub struct LockSpec {
     wait: Wait,
 }
 
+#[pymethods]
 impl LockSpec {
-    pub fn parse(
+    #[new]
+    #[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None))]
+    fn new(
+        py: Python<'_>,
         name: String,
         ttl: f64,
         timeout: Option<f64>,
         blocking: bool,
         auto_renew: bool,
         max_hold: Option<f64>,
-    ) -> rlock_core::Result<Self> {
-        validate::name(&name)?;
-        Ok(LockSpec {
-            options: LockOptions::parse(Some(ttl), auto_renew, max_hold, Unit::Seconds)?,
-            wait: Wait::parse(blocking, timeout, Unit::Seconds)?,
-            name,
-            ttl,
-            blocking,
-            timeout,
-        })
+    ) -> PyResult<Self> {
+        let parse = || -> rlock_core::Result<Self> {
+            validate::name(&name)?;
+            Ok(LockSpec {
+                options: LockOptions::parse(Some(ttl), auto_renew, max_hold, Unit::Seconds)?,
+                wait: Wait::parse(blocking, timeout, Unit::Seconds)?,
+                name,
+                ttl,
+                blocking,
+                timeout,
+            })
+        };
+        parse().map_err(|e| to_py(py, e))
     }
+}
 
+impl LockSpec {
     /// The wait of one `acquire()`: arguments left as None take the lock's own.
     fn wait(&self, blocking: Option<bool>, timeout: Option<f64>) -> rlock_core::Result<Wait> {
         if blocking.is_none() && timeout.is_none() {
@@ -55,24 +65,6 @@ impl LockSpec {
             Unit::Seconds,
         )
     }
-}
-
-/// Checks lock arguments without a client (`@rlock.synchronized` checks them
-/// when it decorates, and makes its lock on the first call).
-#[pyfunction]
-#[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None))]
-pub fn check_lock(
-    py: Python<'_>,
-    name: String,
-    ttl: f64,
-    timeout: Option<f64>,
-    blocking: bool,
-    auto_renew: bool,
-    max_hold: Option<f64>,
-) -> PyResult<()> {
-    LockSpec::parse(name, ttl, timeout, blocking, auto_renew, max_hold)
-        .map(drop)
-        .map_err(|e| to_py(py, e))
 }
 
 #[pyclass(frozen, module = "rlock._native", name = "Lock")]

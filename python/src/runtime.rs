@@ -13,7 +13,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::{pin, Pin};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
@@ -155,13 +155,53 @@ where
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     let task = get()?.spawn(fut);
-    generic::future_into_py::<Tokio, _, _>(py, async move {
-        Ok(Reply(match task.await {
-            Ok(r) => r.map_err(Failure::Core),
-            Err(e) if e.is_panic() => Err(Failure::panic(&*e.into_panic())),
-            Err(e) => Err(Failure::Panic(e.to_string())),
-        }))
+    awaitable(py, async move {
+        match task.await {
+            Ok(out) => out,
+            // Raised again here, for `awaitable` to report like its own.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(rlock_core::Error::Connection(
+                "the runtime stopped before the operation finished".to_owned(),
+            )),
+        }
     })
+}
+
+/// Bridge jobs running now: each may hold or wait for the GIL.
+static BRIDGING: AtomicUsize = AtomicUsize::new(0);
+/// Set at interpreter exit: no bridge job may take the GIL from then on.
+static CLOSING: AtomicBool = AtomicBool::new(false);
+
+struct Bridging;
+
+impl Bridging {
+    fn enter() -> Self {
+        BRIDGING.fetch_add(1, Ordering::SeqCst);
+        Bridging
+    }
+}
+
+impl Drop for Bridging {
+    fn drop(&mut self) {
+        BRIDGING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Registered with `atexit`: a runtime thread must not touch the GIL once the
+/// interpreter finalizes (CPython kills a thread that tries, which is fatal
+/// for a Rust thread). An awaited result can be handed over just before the
+/// program ends, by a job still inside the GIL (its wake-up write to the event
+/// loop releases the GIL for a moment); so stop new jobs, and let the running
+/// ones finish, with the GIL released and a bound on the wait.
+#[pyfunction]
+pub fn before_exit(py: Python<'_>) {
+    CLOSING.store(true, Ordering::SeqCst);
+    py.detach(|| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while BRIDGING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
 }
 
 fn catch_panic<R>(f: impl FnOnce() -> R) -> Result<R, Failure> {
@@ -211,11 +251,17 @@ impl generic::Runtime for Tokio {
         Box::pin(async move { task.await.map_err(TaskError) })
     }
 
+    /// The bridge hands results to Python from these jobs (they take the GIL).
     fn spawn_blocking<F>(f: F) -> Self::JoinHandle
     where
         F: FnOnce() + Send + 'static,
     {
-        let task = handle().spawn_blocking(f);
+        let task = handle().spawn_blocking(move || {
+            let _counted = Bridging::enter();
+            if !CLOSING.load(Ordering::SeqCst) {
+                f();
+            }
+        });
         Box::pin(async move { task.await.map_err(TaskError) })
     }
 }

@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import pytest
 import redis
@@ -147,7 +147,7 @@ def lock_key(name: str, prefix: str = "rlock") -> str:
     return f"{prefix}:{{{name}}}"
 
 
-def run_python(code: str, env: Optional[dict] = None, timeout: float = 30) -> subprocess.CompletedProcess:
+def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 30) -> "subprocess.CompletedProcess[str]":
     """Runs `code` in a fresh interpreter (the same venv) and returns its result."""
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -162,7 +162,7 @@ class Child:
     """A fresh interpreter running `code`, spoken to one line at a time, with
     a deadline on every read."""
 
-    def __init__(self, code: str, env: Optional[dict] = None) -> None:
+    def __init__(self, code: str, env: Optional[Dict[str, str]] = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-u", "-c", code],
             env={**os.environ, **(env or {})},

@@ -10,7 +10,7 @@ from typing import Any, Coroutine, List, TypeVar
 import pytest
 
 import rlock
-from conftest import RedisServer, lock_key, run_python
+from conftest import RedisServer, eventually, lock_key, run_python
 
 T = TypeVar("T")
 
@@ -251,5 +251,28 @@ def test_async_client_context_manager(server: RedisServer, name: str) -> None:
         assert c.closed
         with pytest.raises(rlock.ConnectionError):
             await c.lock(name).acquire()
+
+    run(main())
+
+
+def test_an_acquisition_completed_as_its_task_is_cancelled_is_released(
+    aclient: rlock.AsyncClient, server: RedisServer, name: str
+) -> None:
+    async def main() -> None:
+        for _ in range(5):
+            task = asyncio.create_task(aclient.lock(name).acquire())
+            await asyncio.sleep(0)  # the task starts its acquire
+            # Block the loop until the lock is taken in Redis, so the result
+            # is on its way to the loop when the task is cancelled: asyncio
+            # drops it, and the acquisition must not stay behind.
+            assert eventually(lambda: bool(server.redis.exists(lock_key(name))), within=5)
+            time.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            deadline = time.monotonic() + 3
+            while server.redis.exists(lock_key(name)):
+                assert time.monotonic() < deadline, "a cancelled acquisition was left held"
+                await asyncio.sleep(0.01)
 
     run(main())

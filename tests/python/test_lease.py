@@ -45,7 +45,8 @@ def test_auto_renew_off_lets_the_ttl_expire(client: rlock.Client, server: RedisS
         with lock:
             assert not lock.lost
             assert eventually(lambda: lock.lost, within=3)
-            assert not server.redis.exists(lock_key(name))
+            # Lost by this client's clock, which never runs later than Redis' expiry.
+            assert eventually(lambda: not server.redis.exists(lock_key(name)), within=1)
     assert caught.value.name == name
     assert "auto-renew is off" in str(caught.value)
 
@@ -58,7 +59,8 @@ def test_max_hold_caps_the_hold_time(client: rlock.Client, server: RedisServer, 
             assert eventually(lambda: lock.lost, within=5)
             held_for = time.monotonic() - start
             assert 1.2 <= held_for < 2.5
-            assert not server.redis.exists(lock_key(name))
+            # Lost by this client's clock, which never runs later than Redis' expiry.
+            assert eventually(lambda: not server.redis.exists(lock_key(name)), within=1)
 
 
 def test_key_deleted_from_outside_is_lost_and_raises_at_exit(

@@ -4,7 +4,10 @@ over the wire."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, List
@@ -145,3 +148,31 @@ def test_an_uncontended_with_cycle_sends_exactly_two_commands(
         assert monitor.mark() == ["evalsha", "evalsha"]
     finally:
         monitor.close()
+
+
+def test_a_program_ending_right_after_awaited_calls_exits_cleanly(server: RedisServer, name: str) -> None:
+    # The last awaited result is handed over from a runtime thread that may
+    # still hold the GIL as the interpreter starts to finalize; it must be
+    # let finish first (a crash here shows as an abort or a segfault).
+    code = f"""
+import asyncio, rlock
+
+async def main():
+    lock = rlock.AsyncClient().lock({name!r})
+    for _ in range(3):
+        async with lock:
+            pass
+
+asyncio.run(main())
+"""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "REDIS_URL": server.url},
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(60)
+    ]
+    failures = []
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        if p.returncode != 0:
+            failures.append(f"exit {p.returncode}: {err[-300:]}")
+    assert not failures, failures
