@@ -200,8 +200,8 @@ impl Client {
             };
             // Commands over RESP2; sharded pub/sub needs RESP3 push messages.
             let cluster = Endpoint::Cluster {
-                commands: build(redis::ProtocolVersion::RESP2)?,
-                feed: build(redis::ProtocolVersion::RESP3)?,
+                commands: Box::new(build(redis::ProtocolVersion::RESP2)?),
+                feed: Box::new(build(redis::ProtocolVersion::RESP3)?),
             };
             vec![Node::connect(cluster, display.clone(), config)
                 .await
@@ -402,7 +402,7 @@ impl Target {
             crate::tls::install_provider();
         }
         if self.sentinel {
-            return sentinel_endpoint(&self.url).map(Endpoint::Sentinel);
+            return sentinel_endpoint(&self.url).map(|s| Endpoint::Sentinel(Box::new(s)));
         }
         let client = match tls_ca_pem {
             Some(_) if !tls => {
@@ -413,7 +413,7 @@ impl Target {
             Some(pem) => redis::Client::build_with_tls(self.url.as_str(), certificates(pem)),
             None => redis::Client::open(self.url.as_str()),
         };
-        client.map(Endpoint::Server).map_err(|e| {
+        client.map(|c| Endpoint::Server(Box::new(c))).map_err(|e| {
             let mut m = e.to_string();
             for s in &self.secrets {
                 m = m.replace(s.as_str(), "***");

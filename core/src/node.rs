@@ -152,20 +152,22 @@ impl SentinelRoute {
 enum Route {
     Direct(ConnectionManager, Arc<redis::Client>),
     Sentinel(Arc<SentinelRoute>),
-    Cluster {
-        conn: Rebuilt<ClusterConnection>,
-        commands: ClusterClient,
-        feed: Arc<ClusterClient>,
-    },
+    Cluster(Box<ClusterRoute>),
+}
+
+struct ClusterRoute {
+    conn: Rebuilt<ClusterConnection>,
+    commands: ClusterClient,
+    feed: Arc<ClusterClient>,
 }
 
 /// What to connect to.
 pub(crate) enum Endpoint {
-    Server(redis::Client),
-    Sentinel(SentinelClient),
+    Server(Box<redis::Client>),
+    Sentinel(Box<SentinelClient>),
     Cluster {
-        commands: ClusterClient,
-        feed: ClusterClient,
+        commands: Box<ClusterClient>,
+        feed: Box<ClusterClient>,
     },
 }
 
@@ -189,11 +191,11 @@ impl Node {
     ) -> RedisResult<Node> {
         let route = match endpoint {
             Endpoint::Server(client) => {
-                let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
-                Route::Direct(conn, Arc::new(client))
+                let conn = ConnectionManager::new_with_config((*client).clone(), config).await?;
+                Route::Direct(conn, Arc::new(*client))
             }
             Endpoint::Sentinel(sentinel) => {
-                let sentinel = tokio::sync::Mutex::new(sentinel);
+                let sentinel = tokio::sync::Mutex::new(*sentinel);
                 let client = sentinel.lock().await.async_get_client().await?;
                 let first = ConnectionManager::new_with_config(client, config.clone()).await?;
                 Route::Sentinel(Arc::new(SentinelRoute {
@@ -202,11 +204,11 @@ impl Node {
                     config,
                 }))
             }
-            Endpoint::Cluster { commands, feed } => Route::Cluster {
+            Endpoint::Cluster { commands, feed } => Route::Cluster(Box::new(ClusterRoute {
                 conn: Rebuilt::new(commands.get_async_connection().await?),
-                commands,
-                feed: Arc::new(feed),
-            },
+                commands: *commands,
+                feed: Arc::new(*feed),
+            })),
         };
         Ok(Node { route, label })
     }
@@ -215,8 +217,9 @@ impl Node {
         match &self.route {
             Route::Direct(c, _) => Ok(Conn::Manager(c.clone())),
             Route::Sentinel(s) => s.conn().await.map(Conn::Manager),
-            Route::Cluster { conn, commands, .. } => conn
-                .get(|| commands.get_async_connection())
+            Route::Cluster(c) => c
+                .conn
+                .get(|| c.commands.get_async_connection())
                 .await
                 .map(Conn::Cluster),
         }
@@ -231,7 +234,7 @@ impl Node {
         }
         match &self.route {
             Route::Sentinel(s) => s.master.forget(),
-            Route::Cluster { conn, .. } => conn.forget(),
+            Route::Cluster(c) => c.conn.forget(),
             Route::Direct(..) => {}
         }
     }
@@ -239,7 +242,7 @@ impl Node {
     /// The command `release.lua` announces a release with.
     pub(crate) fn publish_command(&self) -> &'static str {
         match self.route {
-            Route::Cluster { .. } => "SPUBLISH",
+            Route::Cluster(_) => "SPUBLISH",
             _ => "PUBLISH",
         }
     }
@@ -248,7 +251,7 @@ impl Node {
         match &self.route {
             Route::Direct(_, client) => Feed::Plain(Connector::Server(client.clone())),
             Route::Sentinel(s) => Feed::Plain(Connector::Sentinel(s.clone())),
-            Route::Cluster { feed, .. } => Feed::Sharded(feed.clone()),
+            Route::Cluster(c) => Feed::Sharded(c.feed.clone()),
         }
     }
 
