@@ -109,14 +109,14 @@ async fn plain_redis_on_a_tls_port_fails_fast_with_a_connection_error() {
 
 /// Everything a client of the core needs, and nothing more (each one is
 /// needed by some step of `every_feature`): the lock keys and release
-/// channels under the prefix, EVALSHA with its NOSCRIPT fallback (SCRIPT
-/// LOAD), pub/sub for waiting, and the commands the scripts run, which ACL
+/// channels under the prefix, EVALSHA with its NOSCRIPT fallback (EVAL
+/// of the script itself), pub/sub for waiting, and the commands the scripts run, which ACL
 /// checks too.
 const LOCKER_RULES: &[&str] = &[
     "~rlock:*",
     "&rlock:*",
     "+evalsha",
-    "+script|load",
+    "+eval",
     "+subscribe",
     "+unsubscribe",
     "+type",
