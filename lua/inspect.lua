@@ -1,19 +1,22 @@
 -- inspect: read the state of one lock without changing it.
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] fence counter  P:{NAME}:fence
--- returns {held, owner, count, fence, pttl, fence_counter}
+-- KEYS[3] waiting line  P:{NAME}:queue (fair mode)
+-- returns {held, owner, count, fence, pttl, fence_counter, waiting}
 --   held 0: free; 1: held through this protocol; 2: held by a key of another type
 --   owner, count, fence: the holding's fields ('' / 0 / 0 when not a hash holding)
 --   pttl: remaining lease in ms (-1: no expiry, -2: free)
 --   fence_counter: the last fencing token issued for this name (0: never)
+--   waiting: fair waiters in line (live or not yet found dead)
 local kind = redis.call('TYPE', KEYS[1])['ok']
-local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
+local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local waiting = redis.call('LLEN', KEYS[3])
 if kind == 'none' then
-  return {0, '', 0, 0, -2, counter}
+  return {0, '', 0, 0, -2, counter, waiting}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if kind ~= 'hash' then
-  return {2, '', 0, 0, pttl, counter}
+  return {2, '', 0, 0, pttl, counter, waiting}
 end
 local h = redis.call('HMGET', KEYS[1], 'owner', 'count', 'fence')
-return {1, h[1] or '', tonumber(h[2] or '0'), tonumber(h[3] or '0'), pttl, counter}
+return {1, h[1] or '', tonumber(h[2] or '0'), tonumber(h[3] or '0'), pttl, counter, waiting}

@@ -1,12 +1,19 @@
--- release: undo one acquisition by this owner; the last one frees the lock and
--- announces it to waiters.
+-- release: undo one acquisition by this owner. The last one hands the lock
+-- straight to the first live waiter in line (fair mode) and tells it on its
+-- waiter channel, or frees the lock and announces it to all waiters.
+-- (queue.lua is prepended: queue_head, queue_pop, take.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] release channel  P:{NAME}:released
+-- KEYS[3] fence counter  P:{NAME}:fence
+-- KEYS[4] waiting line  P:{NAME}:queue
+-- KEYS[5] their leases  P:{NAME}:leases
 -- ARGV[1] owner id
 -- ARGV[2] lease in milliseconds, restored on the holding that remains after a
 --         nested release
 -- ARGV[3] publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- returns the re-entry count left (0: the lock is free and waiters were told),
+-- ARGV[4] waiter channel prefix P:{NAME}:w:
+-- ARGV[5] NUMSUB, or SHARDNUMSUB on Redis Cluster
+-- returns the re-entry count left (0: the lock was handed over or freed),
 --         -1 when the lock is gone (its lease ended),
 --         -2 when someone else holds it (never touched)
 local kind = redis.call('TYPE', KEYS[1])['ok']
@@ -20,6 +27,15 @@ local count = redis.call('HINCRBY', KEYS[1], 'count', -1)
 if count > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return count
+end
+local head = queue_head(KEYS[4], KEYS[5], ARGV[4], ARGV[5])
+if head then
+  local lease = redis.call('HGET', KEYS[5], head)
+  queue_pop(KEYS[4], KEYS[5], head)
+  local fence = take(KEYS[1], KEYS[3], head, lease)
+  local client = string.match(head, '^[^:]*')
+  redis.call(ARGV[3], ARGV[4] .. client, 'handoff ' .. fence .. ' ' .. head)
+  return 0
 end
 redis.call('DEL', KEYS[1])
 redis.call(ARGV[3], KEYS[2], 'released')

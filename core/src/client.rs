@@ -227,7 +227,7 @@ impl Client {
             connect_timeout: options.connect_timeout,
             runtime: tokio::runtime::Handle::current(),
             holdings: Arc::new(Holdings::default()),
-            waiters: Waiters::new(),
+            waiters: Waiters::new(tokio::runtime::Handle::current()),
             feeds_started: Once::new(),
             next_handle: AtomicU64::new(1),
             shutdown,
@@ -295,8 +295,15 @@ impl Client {
 }
 
 impl Inner {
-    /// Joins the release channel of a lock, starting the feeds on first use.
-    pub(crate) async fn join(&self, channel: &str) -> Ticket {
+    /// Whether this client listens on `channel` already (a fair waiter may
+    /// then join the line with its first attempt).
+    pub(crate) fn listening(&self, channel: &str) -> bool {
+        self.waiters.is_subscribed(channel)
+    }
+
+    /// Joins a channel (a lock's release channel, or for a fair waiter its
+    /// waiter channel with its owner id), starting the feeds on first use.
+    pub(crate) async fn join(&self, channel: &str, fair_owner: Option<&str>) -> Ticket {
         self.feeds_started.call_once(|| {
             for node in self.deployment.nodes() {
                 let requests = self.waiters.add_feed();
@@ -309,7 +316,7 @@ impl Inner {
                 ));
             }
         });
-        self.waiters.join(channel).await
+        self.waiters.join(channel, fair_owner).await
     }
 
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {

@@ -11,19 +11,9 @@ use tokio::time::Instant;
 
 use crate::error::{Error, NotOwnedReason, Result};
 use crate::keys::Keys;
+pub(crate) use crate::node::AcquireRequest;
 use crate::node::Node;
 use crate::scripts::{owner_checked, AcquireReply, LockState};
-
-/// One acquire request.
-pub(crate) struct AcquireRequest<'a> {
-    pub keys: &'a Keys,
-    pub owner: &'a str,
-    pub lease: Duration,
-    /// Re-entries this owner believes it holds (for a safe retry).
-    pub believed: u32,
-    /// Replicas that must acknowledge (`WAIT`), if asked.
-    pub replicas: Option<u32>,
-}
 
 /// The answer to an acquire request.
 pub(crate) enum Attempt {
@@ -141,15 +131,10 @@ impl Deployment {
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let lease_ms = req.lease.as_millis() as u64;
         if let Some(node) = self.only() {
+            // A fair waiter may have been handed the lock already: its
+            // attempts must not count that holding twice.
             let (reply, acked) = node
-                .acquire(
-                    req.keys,
-                    req.owner,
-                    lease_ms,
-                    req.believed,
-                    false,
-                    req.replicas,
-                )
+                .acquire(req, req.enqueue)
                 .await
                 .map_err(|e| self.error(&e))?;
             return match reply {
@@ -180,6 +165,15 @@ impl Deployment {
         self.acquire_quorum(req, lease_ms).await
     }
 
+    /// A fair waiter leaves the line; true when the lock was handed to it
+    /// meanwhile (the caller passes it on). Fair mode is single-endpoint.
+    pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> Result<bool> {
+        match self.only() {
+            Some(node) => node.dequeue(keys, owner).await.map_err(|e| self.error(&e)),
+            None => Ok(false),
+        }
+    }
+
     /// Redlock: the lock is held when a majority granted it within the
     /// validity time (lease − elapsed − drift) measured from before sending.
     async fn acquire_quorum(&self, req: &AcquireRequest<'_>, lease_ms: u64) -> Result<Attempt> {
@@ -188,11 +182,7 @@ impl Deployment {
         let n = self.nodes.len();
         let outcomes = self
             .each(
-                |node| async move {
-                    node.acquire(req.keys, req.owner, lease_ms, req.believed, true, None)
-                        .await
-                        .map(|(r, _)| r)
-                },
+                |node| async move { node.acquire(req, true).await.map(|(r, _)| r) },
                 // Done early only on success: a failed attempt must hear from
                 // every node before giving back what it got.
                 |done| {
@@ -437,6 +427,7 @@ fn majority_view(states: &[LockState], quorum: usize) -> LockState {
         // The lease still held on a majority: the quorum-th longest.
         ttl_ms: ttls.len().checked_sub(quorum).map(|i| ttls[i]),
         fence_counter: states.iter().filter_map(|s| s.fence_counter).max(),
+        waiting: states.iter().map(|s| s.waiting).max().unwrap_or(0),
         owner,
     }
 }

@@ -85,7 +85,7 @@ async fn run_plain(
                 msg = stream.next() => match msg {
                     Some(msg) => {
                         let Some(w) = waiters.upgrade() else { return };
-                        w.deliver(msg.get_channel_name());
+                        w.deliver(msg.get_channel_name(), msg.get_payload_bytes());
                     }
                     None => {
                         tracing::debug!("pub/sub connection dropped; reconnecting");
@@ -164,11 +164,15 @@ async fn run_sharded(
                     Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
                     _ => continue,
                 };
+                let payload = match push.data.get(1) {
+                    Some(Value::BulkString(b)) => b.as_slice(),
+                    _ => &[],
+                };
                 match push.kind {
-                    PushKind::SMessage | PushKind::Message => w.deliver(&channel),
+                    PushKind::SMessage | PushKind::Message => w.deliver(&channel, payload),
                     // A (re-)subscription confirmed after a reconnect or a slot
                     // move: a release may have been missed meanwhile.
-                    PushKind::SSubscribe if subscribed.contains(&channel) => w.deliver(&channel),
+                    PushKind::SSubscribe if subscribed.contains(&channel) => w.deliver(&channel, b""),
                     _ => {}
                 }
             }

@@ -34,6 +34,9 @@ pub struct LockOptions {
     /// After acquire and extend, `WAIT` for this many replicas to have the
     /// write; an acquisition too few acknowledge is undone and retried.
     pub sync_replicas: Option<u32>,
+    /// Fair mode: waiters queue in Redis and a release hands the lock straight
+    /// to the first live one, in arrival order.
+    pub fair: bool,
 }
 
 impl Default for LockOptions {
@@ -43,6 +46,7 @@ impl Default for LockOptions {
             auto_renew: true,
             max_hold: None,
             sync_replicas: None,
+            fair: false,
         }
     }
 }
@@ -68,6 +72,11 @@ impl LockOptions {
         self
     }
 
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
+        self
+    }
+
     /// Options from a face's raw numbers (seconds or milliseconds), checked.
     pub fn parse(
         ttl: Option<f64>,
@@ -87,6 +96,7 @@ impl LockOptions {
             auto_renew,
             max_hold,
             sync_replicas: None,
+            fair: false,
         })
     }
 
@@ -180,6 +190,13 @@ impl Lock {
     ) -> Result<Self> {
         validate::name(name)?;
         options.check()?;
+        if options.fair && client.is_redlock() {
+            // A line kept on each of several masters has no single order to
+            // hand the lock over in.
+            return Err(Error::invalid(
+                "fair mode needs one Redis deployment (a server, Sentinel or Cluster), not Redlock",
+            ));
+        }
         let keys = Arc::new(Keys::new(&client.inner.prefix, name));
         let owner = Arc::from(format!("{}:{unit}", client.inner.id));
         Ok(Lock {
@@ -220,47 +237,126 @@ impl Lock {
     /// [`Error::Timeout`] when the lock stays busy until the deadline.
     pub async fn acquire(&self, wait: Wait) -> Result<Acquired> {
         let span = tracing::debug_span!("acquire", lock = %self.name);
-        self.acquire_waiting(wait).instrument(span).await
+        // Boxed: the waiting state machine is large, and callers nest it in
+        // their own futures.
+        Box::pin(self.acquire_waiting(wait).instrument(span)).await
     }
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Acquired> {
         let start = Instant::now();
+        let inner = &self.client.inner;
+        let fair = self.options.fair;
+        let waiter_channel = fair.then(|| self.keys.waiter_channel(&inner.id));
+        // A fair waiter whose client listens on its waiter channel already
+        // (another waiter, or one that just left) joins the line with its
+        // very first attempt: a looping holder cannot slip in between.
+        let in_line_now = wait != Wait::Once
+            && waiter_channel
+                .as_deref()
+                .is_some_and(|c| inner.listening(c));
+        let mut ticket = None;
+        if in_line_now {
+            ticket = Some(
+                inner
+                    .join(
+                        waiter_channel.as_deref().unwrap_or_default(),
+                        Some(&self.owner),
+                    )
+                    .await,
+            );
+        }
+        let mut in_line = in_line_now.then(|| InLine { lock: self.clone() });
         // The uncontended path: one round trip, no subscription.
-        let mut cause = match self.attempt().await? {
-            Attempt::Held { fence, count } => return Ok(self.acquired(fence, count)),
-            Attempt::Busy { cause, .. } => cause,
+        let (mut retry_in_ms, mut cause) = match self.attempt(in_line_now).await? {
+            Attempt::Held { fence, count } => {
+                if let Some(spot) = in_line.take() {
+                    spot.settled();
+                }
+                return Ok(self.acquired(fence, count));
+            }
+            Attempt::Busy { retry_in_ms, cause } => (retry_in_ms, cause),
         };
         let deadline = wait.deadline(start);
         if deadline.is_some_and(|d| Instant::now() >= d) {
+            if let Some(spot) = in_line.take() {
+                spot.leave().await;
+            }
             return Err(self.timeout(cause));
         }
         // Subscribe before the next attempt, so a release that lands between
-        // that attempt and the sleep still wakes this waiter.
-        let ticket = self.client.inner.join(&self.keys.channel).await;
-        loop {
-            let retry_in_ms = match self.attempt().await? {
-                Attempt::Held { fence, count } => return Ok(self.acquired(fence, count)),
-                Attempt::Busy {
-                    retry_in_ms,
-                    cause: c,
-                } => {
-                    cause = c;
-                    retry_in_ms
+        // that attempt and the sleep still wakes this waiter. A fair waiter
+        // listens on its client's waiter channel, and only then joins the
+        // line (a line entry counts as alive while that channel is heard).
+        let ticket = match ticket {
+            Some(t) => t,
+            None => match &waiter_channel {
+                Some(channel) => {
+                    let t = inner.join(channel, Some(&self.owner)).await;
+                    in_line = Some(InLine { lock: self.clone() });
+                    t
                 }
-            };
+                None => inner.join(&self.keys.channel, None).await,
+            },
+        };
+        // A waiter that was listening during its first attempt missed
+        // nothing since: it goes straight to sleep.
+        let mut attempt_now = !in_line_now;
+        loop {
+            if attempt_now {
+                match self.attempt(fair).await? {
+                    Attempt::Held { fence, count } => {
+                        // Taking the lock took this waiter out of the line.
+                        if let Some(spot) = in_line.take() {
+                            spot.settled();
+                        }
+                        return Ok(self.acquired(fence, count));
+                    }
+                    Attempt::Busy {
+                        retry_in_ms: r,
+                        cause: c,
+                    } => {
+                        retry_in_ms = r;
+                        cause = c;
+                    }
+                }
+            }
+            attempt_now = true;
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
+                if let Some(spot) = in_line.take() {
+                    spot.leave().await;
+                }
                 return Err(self.timeout(cause));
             }
-            // Never a poll: sleep until a release message, or until the
-            // holder's lease would end if that message never comes.
+            // Never a poll: sleep until a release message (or handoff), or
+            // until the holder's lease would end if that message never comes.
             let bound = now + crate::wait::sleep_bound(retry_in_ms, self.options.ttl);
             let until = deadline.map_or(bound, |d| d.min(bound));
             tokio::select! {
+                fence = ticket.handed() => {
+                    if let Some(spot) = in_line.take() {
+                        spot.settled();
+                    }
+                    return Ok(self.handed_over(fence));
+                }
                 _ = ticket.released() => tracing::trace!(lock = %self.name, "woken by release"),
                 _ = tokio::time::sleep_until(until) => {}
             }
         }
+    }
+
+    /// A release handed this fair waiter the lock: it holds it now, from the
+    /// message alone (the lease started just before the message was sent).
+    fn handed_over(&self, fence: u64) -> Acquired {
+        let inner = &self.client.inner;
+        let lease = self.options.first_lease();
+        let sent = Instant::now() - HANDOFF_MARGIN.min(lease / 10);
+        let drift = inner.deployment.drift(lease);
+        inner
+            .holdings
+            .acquired(&self.terms(), fence, 1, sent, drift);
+        tracing::debug!(lock = %self.name, fence, "handed over");
+        self.acquired(fence, 1)
     }
 
     /// One attempt: `Some` when acquired, `None` when someone else holds it.
@@ -291,15 +387,15 @@ impl Lock {
     /// Cancel-safe: if the caller stops waiting while the request is in
     /// flight, the request still completes and an acquisition it made is
     /// released rather than leaked.
-    fn attempt(&self) -> FinishOnDrop {
+    fn attempt(&self, enqueue: bool) -> FinishOnDrop {
         let lock = self.clone();
         FinishOnDrop {
-            fut: Some(Box::pin(async move { lock.attempt_inner().await })),
+            fut: Some(Box::pin(async move { lock.attempt_inner(enqueue).await })),
             lock: self.clone(),
         }
     }
 
-    async fn attempt_inner(&self) -> Result<Attempt> {
+    async fn attempt_inner(&self, enqueue: bool) -> Result<Attempt> {
         let inner = &self.client.inner;
         let lease = self.options.first_lease();
         let request = AcquireRequest {
@@ -307,6 +403,7 @@ impl Lock {
             owner: &self.owner,
             lease,
             believed: inner.holdings.believed_count(&self.keys.lock, &self.owner),
+            enqueue,
             replicas: self.options.sync_replicas,
         };
         let sent = Instant::now();
@@ -503,6 +600,57 @@ async fn wait_lost(rx: Option<watch::Receiver<Option<LostReason>>>) -> Option<Lo
     let mut rx = rx?;
     // Err: the holding left the table (released) without being lost.
     rx.wait_for(Option::is_some).await.ok().and_then(|r| *r)
+}
+
+/// How much earlier than its message a handed-over lease is taken to start
+/// (the message travels after the release script set the lease).
+const HANDOFF_MARGIN: Duration = Duration::from_millis(5);
+
+/// A fair waiter's place in line. Leaving (a timeout, or a cancelled wait
+/// when dropped) takes the entry out, and passes the lock on if a release
+/// handed it over meanwhile, so no handoff is ever stranded.
+struct InLine {
+    lock: Lock,
+}
+
+impl InLine {
+    /// The waiter got the lock: its entry is gone already.
+    fn settled(self) {
+        std::mem::forget(self);
+    }
+
+    async fn leave(self) {
+        let lock = self.lock.clone();
+        std::mem::forget(self);
+        lock.leave_line().await;
+    }
+}
+
+impl Drop for InLine {
+    fn drop(&mut self) {
+        let lock = self.lock.clone();
+        self.lock
+            .client
+            .inner
+            .runtime()
+            .spawn(async move { lock.leave_line().await });
+    }
+}
+
+impl Lock {
+    async fn leave_line(&self) {
+        let inner = &self.client.inner;
+        match inner.deployment.dequeue(&self.keys, &self.owner).await {
+            Ok(true) => {
+                tracing::debug!(lock = %self.name, "handed over while leaving; passing it on");
+                let _ = self.release().await;
+            }
+            Ok(false) => {}
+            // The entry dies with this client's waiter channel subscription
+            // anyway; a handoff to it expires with its lease.
+            Err(e) => tracing::debug!(lock = %self.name, error = %e, "leaving the line failed"),
+        }
+    }
 }
 
 type AttemptFuture = Pin<Box<dyn Future<Output = Result<Attempt>> + Send>>;

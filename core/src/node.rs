@@ -15,8 +15,21 @@ use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::keys::Keys;
 use crate::scripts::{
-    is_noscript, AcquireReply, Call, LockState, ACQUIRE, EXTEND, INSPECT, RELEASE,
+    is_noscript, AcquireReply, Call, LockState, ACQUIRE, DEQUEUE, EXTEND, INSPECT, RELEASE,
 };
+
+/// One acquire request.
+pub(crate) struct AcquireRequest<'a> {
+    pub keys: &'a Keys,
+    pub owner: &'a str,
+    pub lease: Duration,
+    /// Re-entries this owner believes it holds (for a safe retry).
+    pub believed: u32,
+    /// Fair mode: join the waiting line when busy.
+    pub enqueue: bool,
+    /// Replicas that must acknowledge (`WAIT`), if asked.
+    pub replicas: Option<u32>,
+}
 
 /// A connection to run one command or pipeline on.
 #[derive(Clone)]
@@ -247,6 +260,15 @@ impl Node {
         }
     }
 
+    /// How scripts count a channel's subscribers (a fair waiter's liveness):
+    /// sharded channels on a Cluster.
+    fn numsub_command(&self) -> &'static str {
+        match self.route {
+            Route::Cluster(_) => "SHARDNUMSUB",
+            _ => "NUMSUB",
+        }
+    }
+
     pub(crate) fn feed(&self) -> Feed {
         match &self.route {
             Route::Direct(_, client) => Feed::Plain(Connector::Server(client.clone())),
@@ -297,24 +319,26 @@ impl Node {
     /// how many re-entries the owner had (`believed`), so a first request that
     /// was applied is not counted twice. `idempotent` tells it from the first
     /// request (Redlock: a node may still hold what an earlier failed attempt
-    /// of this owner left there). With `replicas`, also the number of
-    /// replicas that acknowledged.
+    /// of this owner left there; fair mode: the lock may have been handed to
+    /// this waiter already). With `replicas`, also the number of replicas
+    /// that acknowledged.
     pub(crate) async fn acquire(
         &self,
-        keys: &Keys,
-        owner: &str,
-        lease_ms: u64,
-        believed: u32,
+        req: &AcquireRequest<'_>,
         idempotent: bool,
-        replicas: Option<u32>,
     ) -> RedisResult<(AcquireReply, Option<u32>)> {
+        let keys = req.keys;
+        let lease_ms = req.lease.as_millis() as u64;
         let run = |retry_after: i64| async move {
             let call = ACQUIRE
-                .call(&[&keys.lock, &keys.fence])
-                .arg(owner)
+                .call(&[&keys.lock, &keys.fence, &keys.queue, &keys.leases])
+                .arg(req.owner)
                 .arg(lease_ms)
-                .arg(retry_after);
-            match replicas {
+                .arg(retry_after)
+                .arg(if req.enqueue { "1" } else { "0" })
+                .arg(&keys.waiter_prefix)
+                .arg(self.numsub_command());
+            match req.replicas {
                 None => self.call::<Vec<i64>>(&call).await.map(|v| (v, None)),
                 Some(k) => self
                     .call_synced::<Vec<i64>>(&call, k, lease_ms)
@@ -322,9 +346,10 @@ impl Node {
                     .map(|(v, acked)| (v, Some(acked))),
             }
         };
-        let first = if idempotent { i64::from(believed) } else { -1 };
+        let believed = i64::from(req.believed);
+        let first = if idempotent { believed } else { -1 };
         let (reply, acked) = match run(first).await {
-            Err(e) if is_transient(&e) => run(i64::from(believed)).await?,
+            Err(e) if is_transient(&e) => run(believed).await?,
             other => other?,
         };
         let reply = AcquireReply::parse(&reply).ok_or_else(|| unexpected("acquire", &reply))?;
@@ -342,16 +367,36 @@ impl Node {
         last_valid: bool,
     ) -> RedisResult<i64> {
         let call = RELEASE
-            .call(&[&keys.lock, &keys.channel])
+            .call(&[
+                &keys.lock,
+                &keys.channel,
+                &keys.fence,
+                &keys.queue,
+                &keys.leases,
+            ])
             .arg(owner)
             .arg(lease_ms)
-            .arg(self.publish_command());
+            .arg(self.publish_command())
+            .arg(&keys.waiter_prefix)
+            .arg(self.numsub_command());
         match self.call::<i64>(&call).await {
             Err(e) if is_transient(&e) => match self.call::<i64>(&call).await? {
                 -1 if last_valid => Ok(0),
                 other => Ok(other),
             },
             other => other,
+        }
+    }
+
+    /// `dequeue.lua` (idempotent): a fair waiter leaves the line; true when the
+    /// lock had been handed to it meanwhile.
+    pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> RedisResult<bool> {
+        let call = DEQUEUE
+            .call(&[&keys.lock, &keys.queue, &keys.leases])
+            .arg(owner);
+        match self.call::<i64>(&call).await {
+            Err(e) if is_transient(&e) => self.call::<i64>(&call).await.map(|v| v == 1),
+            other => other.map(|v| v == 1),
         }
     }
 
@@ -382,7 +427,7 @@ impl Node {
 
     /// `inspect.lua`.
     pub(crate) async fn inspect(&self, keys: &Keys) -> RedisResult<LockState> {
-        let call = INSPECT.call(&[&keys.lock, &keys.fence]);
+        let call = INSPECT.call(&[&keys.lock, &keys.fence, &keys.queue]);
         let reply = match self.call(&call).await {
             Err(e) if is_transient(&e) => self.call(&call).await?,
             other => other?,

@@ -66,23 +66,31 @@ impl Call<'_> {
     }
 }
 
+/// A script from `lua/`, optionally after shared code (`queue.lua`).
 macro_rules! lua {
     ($file:literal) => {
+        lua!(@source include_str!(concat!("../../lua/", $file)))
+    };
+    ($shared:literal + $file:literal) => {
+        lua!(@source concat!(
+            include_str!(concat!("../../lua/", $shared)),
+            "\n",
+            include_str!(concat!("../../lua/", $file))
+        ))
+    };
+    (@source $source:expr) => {
         Lua {
-            source: include_str!(concat!("../../lua/", $file)),
-            sha: LazyLock::new(|| {
-                Script::new(include_str!(concat!("../../lua/", $file)))
-                    .get_hash()
-                    .to_owned()
-            }),
+            source: $source,
+            sha: LazyLock::new(|| Script::new($source).get_hash().to_owned()),
         }
     };
 }
 
-pub(crate) static ACQUIRE: Lua = lua!("acquire.lua");
-pub(crate) static RELEASE: Lua = lua!("release.lua");
+pub(crate) static ACQUIRE: Lua = lua!("queue.lua" + "acquire.lua");
+pub(crate) static RELEASE: Lua = lua!("queue.lua" + "release.lua");
 pub(crate) static EXTEND: Lua = lua!("extend.lua");
 pub(crate) static INSPECT: Lua = lua!("inspect.lua");
+pub(crate) static DEQUEUE: Lua = lua!("dequeue.lua");
 
 /// Whether a reply says the server does not know the script.
 pub(crate) fn is_noscript(e: &redis::RedisError) -> bool {
@@ -141,11 +149,13 @@ pub struct LockState {
     pub ttl_ms: Option<u64>,
     /// The last fencing token ever issued for this name (None: never).
     pub fence_counter: Option<u64>,
+    /// Fair waiters in line.
+    pub waiting: u32,
 }
 
 impl LockState {
-    pub(crate) fn from_reply(r: (i64, String, i64, i64, i64, i64)) -> Self {
-        let (held, owner, count, fence, pttl, counter) = r;
+    pub(crate) fn from_reply(r: (i64, String, i64, i64, i64, i64, i64)) -> Self {
+        let (held, owner, count, fence, pttl, counter, waiting) = r;
         LockState {
             held: held != 0,
             owner: (held == 1).then_some(owner),
@@ -153,6 +163,7 @@ impl LockState {
             fence: (held == 1 && fence > 0).then_some(fence as u64),
             ttl_ms: u64::try_from(pttl).ok(),
             fence_counter: (counter > 0).then_some(counter as u64),
+            waiting: u32::try_from(waiting).unwrap_or(0),
         }
     }
 }

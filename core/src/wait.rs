@@ -8,6 +8,11 @@
 //! feed: one feed per Redis endpoint, see `feed.rs`), and a message wakes
 //! exactly one of them (`Notify::notify_one`): the others sleep on, so a
 //! handoff costs one attempt per client, not one per waiting thread.
+//!
+//! Fair waiters wait on their client's waiter channel instead: a release hands
+//! the lock to the first live waiter in line and names it in a `handoff`
+//! message, which goes to exactly that waiter, who then holds the lock
+//! without another round trip.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +24,11 @@ use tokio::sync::{mpsc, watch, Notify};
 /// How long a joining waiter waits for the SUBSCRIBE confirmations before it
 /// relies on its lease-bounded sleep alone (Redis may be down).
 const SUBSCRIBE_WAIT: Duration = Duration::from_millis(1000);
+/// How long a fair waiter channel stays subscribed after its last waiter
+/// left: a holder that loops acquire/release joins the line again with its
+/// very first attempt (the line only counts subscribed clients), instead of
+/// leaving a gap in which the lock could be handed back to it.
+const FAIR_LINGER: Duration = Duration::from_secs(2);
 
 /// The waiters of one channel in one client.
 struct Channel {
@@ -26,6 +36,11 @@ struct Channel {
     wake: Arc<Notify>,
     /// How many feeds have confirmed the subscription.
     confirmed: watch::Sender<usize>,
+    /// Fair waiters by owner id: where a handoff's fencing token goes.
+    handoffs: HashMap<String, watch::Sender<Option<u64>>>,
+    /// Counts the times the channel went idle, so a delayed unsubscribe only
+    /// acts on the idle spell that scheduled it.
+    idle_spells: u64,
 }
 
 /// The registry of waiting channels, shared with the feed tasks.
@@ -34,6 +49,7 @@ pub(crate) struct Waiters {
     /// One per feed task: asks it to bring a channel's subscription in line
     /// with the registry (subscribe when it has waiters, unsubscribe when not).
     feeds: Mutex<Vec<mpsc::UnboundedSender<String>>>,
+    runtime: tokio::runtime::Handle,
 }
 
 /// A waiter's membership of one channel; leaving is dropping it.
@@ -41,14 +57,27 @@ pub(crate) struct Ticket {
     waiters: Arc<Waiters>,
     channel: String,
     wake: Arc<Notify>,
+    /// A fair waiter's owner id and where its handoff arrives.
+    handoff: Option<(String, watch::Receiver<Option<u64>>)>,
 }
 
 impl Waiters {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn new(runtime: tokio::runtime::Handle) -> Arc<Self> {
         Arc::new(Waiters {
             channels: Mutex::new(HashMap::new()),
             feeds: Mutex::new(Vec::new()),
+            runtime,
         })
+    }
+
+    /// Whether every feed is subscribed to `channel` right now.
+    pub(crate) fn is_subscribed(&self, channel: &str) -> bool {
+        let feeds = self.feeds.lock().unwrap().len();
+        let channels = self.channels.lock().unwrap();
+        feeds > 0
+            && channels
+                .get(channel)
+                .is_some_and(|c| *c.confirmed.borrow() >= feeds)
     }
 
     /// Registers a feed task; returns the receiver of its channel requests.
@@ -63,30 +92,39 @@ impl Waiters {
     /// and returns once every feed confirmed (or after a bounded wait when
     /// Redis does not answer: the waiter's sleeps are bounded by the holder's
     /// lease anyway).
-    pub(crate) async fn join(self: &Arc<Self>, channel: &str) -> Ticket {
+    pub(crate) async fn join(self: &Arc<Self>, channel: &str, fair_owner: Option<&str>) -> Ticket {
         let feeds = self.feeds.lock().unwrap().len();
-        let (wake, mut confirmed) = {
+        let (wake, mut confirmed, handoff) = {
             let mut channels = self.channels.lock().unwrap();
+            let fresh = !channels.contains_key(channel);
             let entry = channels
                 .entry(channel.to_owned())
                 .or_insert_with(|| Channel {
                     waiters: 0,
                     wake: Arc::new(Notify::new()),
                     confirmed: watch::channel(0).0,
+                    handoffs: HashMap::new(),
+                    idle_spells: 0,
                 });
             entry.waiters += 1;
-            if entry.waiters == 1 {
+            let handoff = fair_owner.map(|owner| {
+                let (tx, rx) = watch::channel(None);
+                entry.handoffs.insert(owner.to_owned(), tx);
+                (owner.to_owned(), rx)
+            });
+            if fresh {
                 // Sent under the registry lock, so subscribe and unsubscribe
-                // requests reach each feed in the order the counts changed.
+                // requests reach each feed in the order the entries changed.
                 self.tell_feeds(channel);
             }
-            (entry.wake.clone(), entry.confirmed.subscribe())
+            (entry.wake.clone(), entry.confirmed.subscribe(), handoff)
         };
         let _ = tokio::time::timeout(SUBSCRIBE_WAIT, confirmed.wait_for(|n| *n >= feeds)).await;
         Ticket {
             waiters: self.clone(),
             channel: channel.to_owned(),
             wake,
+            handoff,
         }
     }
 
@@ -96,12 +134,24 @@ impl Waiters {
         }
     }
 
-    /// A release message arrived on `channel`: wake one of its waiters. When
-    /// none is asleep right now, the wake is kept for the next one to sleep,
-    /// so a waiter busy with an attempt does not miss it.
-    pub(crate) fn deliver(&self, channel: &str) {
-        if let Some(c) = self.channels.lock().unwrap().get(channel) {
-            c.wake.notify_one();
+    /// A message arrived on `channel`. A release wakes one of its waiters
+    /// (when none is asleep right now, the wake is kept for the next one to
+    /// sleep, so a waiter busy with an attempt does not miss it); a handoff
+    /// (`handoff <fence> <owner>`) goes to the fair waiter it names.
+    pub(crate) fn deliver(&self, channel: &str, payload: &[u8]) {
+        let channels = self.channels.lock().unwrap();
+        let Some(c) = channels.get(channel) else {
+            return;
+        };
+        match parse_handoff(payload) {
+            Some((fence, owner)) => match c.handoffs.get(owner) {
+                Some(slot) => {
+                    slot.send_replace(Some(fence));
+                }
+                // That waiter already left; its own dequeue passes the lock on.
+                None => tracing::debug!(owner, "handoff for a waiter that left"),
+            },
+            None => c.wake.notify_one(),
         }
     }
 
@@ -132,10 +182,37 @@ impl Waiters {
     }
 }
 
+fn parse_handoff(payload: &[u8]) -> Option<(u64, &str)> {
+    let text = std::str::from_utf8(payload)
+        .ok()?
+        .strip_prefix("handoff ")?;
+    let (fence, owner) = text.split_once(' ')?;
+    Some((fence.parse().ok()?, owner))
+}
+
 impl Ticket {
     /// Resolves on a release message for this channel (or a reconnect).
     pub(crate) async fn released(&self) {
         self.wake.notified().await
+    }
+
+    /// A fair waiter: resolves with the fencing token when a release handed
+    /// it the lock (never resolves for a waiter that is not fair).
+    pub(crate) async fn handed(&self) -> u64 {
+        match &self.handoff {
+            Some((_, rx)) => {
+                let mut rx = rx.clone();
+                let fence = match rx.wait_for(Option::is_some).await {
+                    Ok(fence) => *fence,
+                    Err(_) => None,
+                };
+                match fence {
+                    Some(fence) => fence,
+                    None => std::future::pending().await,
+                }
+            }
+            None => std::future::pending().await,
+        }
     }
 }
 
@@ -143,11 +220,41 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let mut channels = self.waiters.channels.lock().unwrap();
         if let Some(entry) = channels.get_mut(&self.channel) {
+            if let Some((owner, _)) = &self.handoff {
+                entry.handoffs.remove(owner);
+            }
             entry.waiters -= 1;
-            if entry.waiters == 0 {
+            if entry.waiters > 0 {
+                return;
+            }
+            if self.handoff.is_none() {
                 channels.remove(&self.channel);
                 self.waiters.tell_feeds(&self.channel);
+                return;
             }
+            entry.idle_spells += 1;
+            let spell = entry.idle_spells;
+            let waiters = Arc::downgrade(&self.waiters);
+            let channel = self.channel.clone();
+            self.waiters.runtime.spawn(async move {
+                tokio::time::sleep(FAIR_LINGER).await;
+                if let Some(w) = waiters.upgrade() {
+                    w.unsubscribe_if_idle(&channel, spell);
+                }
+            });
+        }
+    }
+}
+
+impl Waiters {
+    fn unsubscribe_if_idle(&self, channel: &str, spell: u64) {
+        let mut channels = self.channels.lock().unwrap();
+        if channels
+            .get(channel)
+            .is_some_and(|c| c.waiters == 0 && c.idle_spells == spell)
+        {
+            channels.remove(channel);
+            self.tell_feeds(channel);
         }
     }
 }

@@ -181,3 +181,54 @@ where
 fn futures_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_are_handed_the_lock_in_order_through_sharded_messages() {
+    let cluster = RedisCluster::start(3, 0);
+    let holder_client = client(&cluster).await;
+    let waiter_client = client(&cluster).await;
+    let fair = LockOptions::default()
+        .ttl(Duration::from_secs(30))
+        .fair(true);
+    let holder = holder_client.lock_with("line", fair.clone()).unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let lock = waiter_client.lock_with("line", fair.clone()).unwrap();
+        tasks.push(tokio::spawn(async move {
+            let held = lock
+                .acquire(Wait::For(Duration::from_secs(20)))
+                .await
+                .unwrap();
+            lock.release().await.unwrap();
+            (held.fencing_token, i)
+        }));
+        // Queue them one after the other: arrival order is the test's order.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while holder.state().await.unwrap().waiting != i + 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waiter {i} never queued"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    // The lease had ~30 s left: only the handoff messages explain this pace.
+    let start = std::time::Instant::now();
+    holder.release().await.unwrap();
+    let mut got = Vec::new();
+    for t in tasks {
+        got.push(
+            tokio::time::timeout(Duration::from_secs(5), t)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert!(start.elapsed() < Duration::from_secs(5));
+    got.sort();
+    assert_eq!(
+        got.iter().map(|(_, i)| *i).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+}

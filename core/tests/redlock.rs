@@ -39,12 +39,9 @@ async fn a_lock_is_taken_on_every_node_and_released_everywhere() {
     let lock = client.lock("job").unwrap();
     let held = lock.acquire(Wait::Once).await.unwrap();
     assert_eq!(held.fencing_token, 1);
-    // Acquisition returns once a majority granted; the rest follow.
-    assert!(
-        support::eventually(Duration::from_secs(2), || held_on(&nodes, "rlock:{job}")
-            == 5)
-        .await
-    );
+    // Acquisition returns once a majority granted (the requests still in
+    // flight to the others may land or not).
+    assert!(held_on(&nodes, "rlock:{job}") >= 3);
     let other = client.lock("job").unwrap();
     assert_eq!(other.try_acquire().await.unwrap(), None);
     assert!(lock.owned().await.unwrap());
@@ -52,6 +49,17 @@ async fn a_lock_is_taken_on_every_node_and_released_everywhere() {
     lock.release().await.unwrap();
     assert_eq!(held_on(&nodes, "rlock:{job}"), 0);
     assert_eq!(other.acquire(Wait::Once).await.unwrap().fencing_token, 2);
+}
+
+#[tokio::test]
+async fn fair_mode_is_refused_over_independent_masters() {
+    let nodes = servers(3);
+    let client = client(&nodes).await;
+    let err = client
+        .lock_with("line", LockOptions::default().fair(true))
+        .unwrap_err();
+    assert_eq!(err.category(), "bad input", "{err}");
+    assert!(err.to_string().contains("Redlock"), "{err}");
 }
 
 #[tokio::test]

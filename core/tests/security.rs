@@ -130,6 +130,14 @@ const LOCKER_RULES: &[&str] = &[
     "+pttl",
     "+del",
     "+publish",
+    "+lindex",
+    "+llen",
+    "+hsetnx",
+    "+rpush",
+    "+lpop",
+    "+hdel",
+    "+lrem",
+    "+pubsub|numsub",
 ];
 
 const LOCKER_PASSWORD: &str = "locker-Pa55word";
@@ -215,6 +223,51 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
     if pubsub.is_empty() || !pubsub.iter().all(|id| still_connected(redis, id)) {
         return Err(format!("the pub/sub connection {pubsub:?} was dropped"));
     }
+
+    // Fair mode: a queued waiter is handed the lock by the release; one that
+    // gives up leaves the line.
+    let fair = LockOptions::default()
+        .ttl(Duration::from_secs(20))
+        .fair(true);
+    let first = holder.lock_with("acl-fair", fair.clone()).unwrap();
+    first.acquire(Wait::Once).await.map_err(e("fair acquire"))?;
+    let queued = other.lock_with("acl-fair", fair.clone()).unwrap();
+    let waiting = tokio::spawn({
+        let queued = queued.clone();
+        async move { queued.acquire(Wait::For(Duration::from_secs(15))).await }
+    });
+    let mut in_line = 0;
+    for _ in 0..500 {
+        in_line = first.state().await.map_err(e("fair state"))?.waiting;
+        if in_line == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if in_line != 1 {
+        return Err(format!("the fair waiter never queued ({in_line})"));
+    }
+    let quitter = other.lock_with("acl-fair", fair).unwrap();
+    match quitter.acquire(Wait::For(Duration::from_millis(300))).await {
+        Err(Error::Timeout { .. }) => {}
+        other => return Err(format!("quitter: {other:?}")),
+    }
+    let after = first.state().await.map_err(e("fair state"))?.waiting;
+    if after != 1 {
+        return Err(format!(
+            "the waiter that gave up is still in line ({after})"
+        ));
+    }
+    first.release().await.map_err(e("fair release"))?;
+    let handed = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .map_err(|_| "the fair waiter was not handed the lock".to_string())?
+        .unwrap()
+        .map_err(e("handed"))?;
+    if handed.fencing_token <= 1 {
+        return Err(format!("handoff token {}", handed.fencing_token));
+    }
+    queued.release().await.map_err(e("fair waiter release"))?;
 
     // The watchdog renews a short lease, again from an empty script cache.
     flush_scripts(redis);

@@ -432,19 +432,26 @@ fn make_certificates(dir: &std::path::Path) {
 /// `args` in the environment: for tests that need a second process. The
 /// worker is an ignored test, so it never runs (or counts) on its own.
 pub fn worker_process(test: &str, args: &[String]) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            test,
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env("RLOCK_WORKER_ARGS", args.join(" "))
+    worker_command(test, args)
         .stdout(Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// The command [`worker_process`] runs, for a caller that wires its stdio.
+pub fn worker_command(test: &str, args: &[String]) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "--ignored",
+        "--exact",
+        test,
+        "--nocapture",
+        "--test-threads",
+        "1",
+        "--quiet",
+    ])
+    .env("RLOCK_WORKER_ARGS", args.join(" "));
+    c
 }
 
 /// The arguments a [`worker_process`] was started with.

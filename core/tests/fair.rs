@@ -1,0 +1,451 @@
+//! Fair mode: waiters queue in Redis in arrival order, and a release hands the
+//! lock straight to the first live one, who learns it from the message.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use rlock_core::{Client, Error, Lock, LockOptions, Wait};
+use support::RedisServer;
+
+fn fair(ttl: Duration) -> LockOptions {
+    LockOptions::default().ttl(ttl).fair(true)
+}
+
+async fn waiting(lock: &Lock) -> u32 {
+    lock.state().await.unwrap().waiting
+}
+
+/// Waits until `n` waiters are in line.
+async fn until_in_line(lock: &Lock, n: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = waiting(lock).await;
+        if now == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{now} in line, expected {n}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_waiters_in_three_processes_get_the_lock_in_arrival_order() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .lock_with("fifo", fair(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let mut workers: Vec<_> = (0..3)
+        .map(|_| {
+            support::worker_command("fair_worker", &[redis.url(), "fifo".into()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for id in 0..10u32 {
+        let w = &mut workers[id as usize % 3];
+        writeln!(w.stdin.as_mut().unwrap(), "{id}").unwrap();
+        until_in_line(&holder, id + 1).await;
+    }
+    holder.release().await.unwrap();
+    let mut got = Vec::new();
+    for mut w in workers {
+        drop(w.stdin.take()); // the worker finishes its waiters, then exits
+        let out = BufReader::new(w.stdout.take().unwrap());
+        for line in out.lines() {
+            let line = line.unwrap();
+            if let Some(rest) = line.strip_prefix("GOT ") {
+                let (id, fence) = rest.split_once(' ').unwrap();
+                got.push((fence.parse::<u64>().unwrap(), id.parse::<u32>().unwrap()));
+            }
+        }
+        assert!(w.wait().unwrap().success());
+    }
+    got.sort();
+    let order: Vec<u32> = got.iter().map(|(_, id)| *id).collect();
+    assert_eq!(
+        order,
+        (0..10).collect::<Vec<_>>(),
+        "handed over in arrival order"
+    );
+}
+
+/// Reads waiter ids on stdin; each becomes a fair waiter of the named lock
+/// that prints `GOT <id> <fence>` when it holds it, then releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the worker process of ten_waiters_in_three_processes_get_the_lock_in_arrival_order, not a test of its own"]
+async fn fair_worker() {
+    let args = support::worker_args();
+    let client = Client::connect(&args[0]).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            tx.send(line.unwrap()).unwrap();
+        }
+    });
+    let mut waiters = Vec::new();
+    while let Some(id) = rx.recv().await {
+        let lock = client
+            .lock_with(&args[1], fair(Duration::from_secs(30)))
+            .unwrap();
+        waiters.push(tokio::spawn(async move {
+            let held = lock.acquire(Wait::Forever).await.unwrap();
+            println!("GOT {id} {}", held.fencing_token);
+            lock.release().await.unwrap();
+        }));
+    }
+    for w in waiters {
+        w.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_looping_acquire_release_cannot_retake_the_lock_while_others_wait() {
+    let redis = RedisServer::start();
+    // A gate holds the lock until all four are in line, so they start together.
+    let gate_client = Client::connect(&redis.url()).await.unwrap();
+    let gate = gate_client
+        .lock_with("turns", fair(Duration::from_secs(30)))
+        .unwrap();
+    gate.acquire(Wait::Once).await.unwrap();
+    let mut tasks = Vec::new();
+    for who in 0..4u32 {
+        let client = Client::connect(&redis.url()).await.unwrap();
+        tasks.push(tokio::spawn(async move {
+            let lock = client
+                .lock_with("turns", fair(Duration::from_secs(30)))
+                .unwrap();
+            let mut fences = Vec::new();
+            for _ in 0..15 {
+                fences.push(lock.acquire(Wait::Forever).await.unwrap().fencing_token);
+                lock.release().await.unwrap();
+            }
+            fences
+                .into_iter()
+                .map(move |f| (f, who))
+                .collect::<Vec<_>>()
+        }));
+    }
+    until_in_line(&gate, 4).await;
+    gate.release().await.unwrap();
+    let mut turns = Vec::new();
+    for t in tasks {
+        turns.extend(t.await.unwrap());
+    }
+    turns.sort();
+    let order: Vec<u32> = turns.iter().map(|(_, who)| *who).collect();
+    // A worker takes two turns in a row only once everyone else is done.
+    for i in 1..order.len() {
+        if order[i] == order[i - 1] {
+            assert!(
+                order[i..].iter().all(|w| *w == order[i]),
+                "worker {} took the lock twice while others waited: {order:?}",
+                order[i]
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_killed_while_queued_is_skipped() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .lock_with("skip", fair(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let mut doomed = support::worker_command("fair_worker", &[redis.url(), "skip".into()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    writeln!(doomed.stdin.as_mut().unwrap(), "0").unwrap();
+    until_in_line(&holder, 1).await;
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let next = other
+        .lock_with("skip", fair(Duration::from_secs(30)))
+        .unwrap();
+    let waiting = tokio::spawn({
+        let next = next.clone();
+        async move { next.acquire(Wait::For(Duration::from_secs(20))).await }
+    });
+    until_in_line(&holder, 2).await;
+    doomed.kill().unwrap(); // SIGKILL
+    doomed.wait().unwrap();
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(got.is_ok(), "{got:?}");
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        released.elapsed()
+    );
+    assert!(next.owned().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_timeout_and_a_cancelled_wait_leave_no_entry_and_no_stranded_lock() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .lock_with("leave", fair(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+
+    let timed_out = client
+        .lock_with("leave", fair(Duration::from_secs(30)))
+        .unwrap();
+    let err = timed_out
+        .acquire(Wait::For(Duration::from_millis(300)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert_eq!(
+        waiting(&holder).await,
+        0,
+        "the timed-out waiter left the line"
+    );
+
+    let cancelled = client
+        .lock_with("leave", fair(Duration::from_secs(30)))
+        .unwrap();
+    let task = tokio::spawn({
+        let cancelled = cancelled.clone();
+        async move { cancelled.acquire(Wait::Forever).await }
+    });
+    until_in_line(&holder, 1).await;
+    task.abort();
+    let _ = task.await;
+    until_in_line(&holder, 0).await;
+
+    // Cancelled just as the lock is handed over: the handoff is passed on.
+    let racer = client
+        .lock_with("leave", fair(Duration::from_secs(30)))
+        .unwrap();
+    let task = tokio::spawn({
+        let racer = racer.clone();
+        async move { racer.acquire(Wait::Forever).await }
+    });
+    until_in_line(&holder, 1).await;
+    holder.release().await.unwrap();
+    task.abort();
+    if let Ok(Ok(_)) = task.await {
+        // The handoff completed before the cancellation: it is the racer's
+        // to release, like any acquisition.
+        racer.release().await.unwrap();
+    }
+    let mut conn = redis.conn();
+    let free = support::eventually(Duration::from_secs(5), || {
+        // Either the racer got it and its cancellation released it, or it
+        // was never handed over: both end with the lock free.
+        !conn.exists::<_, bool>("rlock:{leave}").unwrap()
+    })
+    .await;
+    assert!(free, "a lock handed to a cancelled waiter was stranded");
+}
+
+#[tokio::test]
+async fn a_lost_handoff_message_is_recovered_by_the_waiters_own_check() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    // The holder's lease bounds how long the waiter sleeps without news.
+    let holder = client
+        .lock_with("quiet", fair(Duration::from_secs(1)).auto_renew(false))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let waiter = other
+        .lock_with("quiet", fair(Duration::from_secs(30)))
+        .unwrap();
+    let owner = waiter.owner().to_owned();
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.acquire(Wait::For(Duration::from_secs(20))).await }
+    });
+    until_in_line(&holder, 1).await;
+    // Hand the lock over the way release.lua does, but without the message.
+    let mut c = redis.conn();
+    let fence: u64 = c.incr("rlock:{quiet}:fence", 1).unwrap();
+    let _: () = redis::pipe()
+        .cmd("DEL")
+        .arg("rlock:{quiet}")
+        .ignore()
+        .cmd("HSET")
+        .arg("rlock:{quiet}")
+        .arg("owner")
+        .arg(&owner)
+        .arg("count")
+        .arg(1)
+        .arg("fence")
+        .arg(fence)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg("rlock:{quiet}")
+        .arg(30_000)
+        .ignore()
+        .cmd("LPOP")
+        .arg("rlock:{quiet}:queue")
+        .ignore()
+        .cmd("HDEL")
+        .arg("rlock:{quiet}:leases")
+        .arg(&owner)
+        .ignore()
+        .query(&mut c)
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.fencing_token, fence);
+    assert_eq!(
+        got.count, 1,
+        "a handoff found by the waiter is not counted twice"
+    );
+    assert_eq!(waiter.release().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_and_plain_users_of_one_name_never_break_mutual_exclusion() {
+    let redis = RedisServer::start();
+    let data = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let options = if i % 2 == 0 {
+            fair(Duration::from_secs(30))
+        } else {
+            LockOptions::default()
+        };
+        let lock = client.lock_with("mixed", options).unwrap();
+        let data = redis::Client::open(data.url()).unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = data.get_multiplexed_async_connection().await.unwrap();
+            for _ in 0..40 {
+                lock.acquire(Wait::Forever).await.unwrap();
+                let n: Option<i64> = redis::cmd("GET")
+                    .arg("n")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                let _: () = redis::cmd("SET")
+                    .arg("n")
+                    .arg(n.unwrap_or(0) + 1)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                lock.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(data.conn().get::<_, i64>("n").unwrap(), 8 * 40);
+}
+
+#[tokio::test]
+async fn a_plain_newcomer_cannot_barge_past_the_line() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .lock_with("barge", fair(Duration::from_millis(400)).auto_renew(false))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let queued = client
+        .lock_with("barge", fair(Duration::from_secs(30)))
+        .unwrap();
+    let waiting = tokio::spawn({
+        let queued = queued.clone();
+        async move { queued.acquire(Wait::For(Duration::from_secs(10))).await }
+    });
+    until_in_line(&holder, 1).await;
+    // The holder's lease runs out (no release, no handoff message): the lock
+    // is free in Redis with a live waiter in line. A plain newcomer polls.
+    let newcomer = client.lock("barge").unwrap();
+    let mut conn = redis.conn();
+    assert!(
+        support::eventually(Duration::from_secs(3), || !conn
+            .exists::<_, bool>("rlock:{barge}")
+            .unwrap()
+            || queued_holds(&mut conn))
+        .await
+    );
+    let mut barged = false;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(300) {
+        if newcomer.try_acquire().await.unwrap().is_some() {
+            barged = true;
+            break;
+        }
+    }
+    assert!(!barged, "a newcomer took the lock from a queued waiter");
+    tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+fn queued_holds(conn: &mut redis::Connection) -> bool {
+    conn.hget::<_, _, Option<String>>("rlock:{barge}", "owner")
+        .unwrap()
+        .is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_queued_waiters_of_one_client_send_nothing_while_idle() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .lock_with("crowd", fair(Duration::from_secs(60)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let waiters = Client::connect(&redis.url()).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..1000 {
+        let lock = waiters
+            .lock_with("crowd", fair(Duration::from_secs(60)))
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            lock.acquire(Wait::For(Duration::from_secs(60))).await?;
+            lock.release().await
+        }));
+    }
+    until_in_line(&holder, 1000).await;
+    let mut monitor = redis.monitor();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let sent = monitor.mark();
+    assert!(
+        sent.is_empty(),
+        "idle waiters sent {} commands: {:?}",
+        sent.len(),
+        &sent[..sent.len().min(5)]
+    );
+    let waiter_channel = format!("rlock:{{crowd}}:w:{}", waiters.id());
+    assert_eq!(
+        redis.subscribers(&waiter_channel),
+        1,
+        "one subscription for the whole line"
+    );
+    // Hand the lock down the whole line: each waiter releases to the next.
+    holder.release().await.unwrap();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(30), t)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
