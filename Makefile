@@ -59,3 +59,8 @@ rust-programs:
 demo: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python demo/run.py
+
+.PHONY: bench
+## The benchmark against the other lock libraries (not part of `test`): writes bench/RESULTS.md.
+bench:
+	bench/run
