@@ -5,7 +5,7 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: test lint test-rust
 
 ## Every check CI runs: formatting, lints, and every test suite.
-test: lint test-rust test-python test-node
+test: lint test-rust test-python test-node test-interop
 
 lint:
 	scripts/ensure-redis
@@ -18,10 +18,14 @@ test-rust:
 
 .PHONY: test-python
 ## The Python package: built into .venv (made if missing), then its pytest suite.
-test-python: .venv/.installed
+test-python: python-package
 	scripts/ensure-redis
-	VIRTUAL_ENV=$(CURDIR)/.venv .venv/bin/maturin develop --quiet
 	.venv/bin/python -m pytest tests/python
+
+.PHONY: python-package
+## The Python package, built (debug) into .venv, which is made if missing, with the test tools.
+python-package: .venv/.installed
+	VIRTUAL_ENV=$(CURDIR)/.venv .venv/bin/maturin develop --quiet
 
 .venv/.installed: python/requirements-dev.txt
 	[ -x .venv/bin/python ] || python3 -m venv .venv
@@ -30,7 +34,33 @@ test-python: .venv/.installed
 
 .PHONY: test-node
 ## The Node package: `npm install` builds the addon (its prepare script), then its node --test suite.
-test-node:
+test-node: node-package
 	scripts/ensure-redis
-	npm install --no-audit --no-fund
 	npm test
+
+.PHONY: node-package
+node-package:
+	npm install --no-audit --no-fund
+
+.PHONY: test-interop
+## One lock across runtimes: Python, Node, Rust and the CLI contend on one redis-server.
+test-interop: python-package node-package rust-programs
+	scripts/ensure-redis
+	.venv/bin/python -m pytest tests/interop
+
+.PHONY: rust-programs
+## The `rlock` binary and the Rust worker of the interop tests (debug builds).
+rust-programs:
+	cargo build -p rlock-cli -p rlock-core --bins --examples
+
+.PHONY: demo
+## The cache-breakdown demo: requests from Python threads, Node promises and `rlock exec`
+## on one cold cache entry; exactly one rebuild. Uses REDIS_URL when set, else a throwaway server.
+demo: python-package node-package rust-programs
+	scripts/ensure-redis
+	.venv/bin/python demo/run.py
+
+.PHONY: bench
+## The benchmark against the other lock libraries (not part of `test`): writes bench/RESULTS.md.
+bench:
+	bench/run

@@ -25,7 +25,7 @@ import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Any, Callable, List, Optional, Tuple, Type, TypeVar, cast
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
 from . import _native
 
@@ -289,14 +289,54 @@ class AsyncLock(_LockBase):
 # Clients
 
 
+_Urls = Union[str, Sequence[str]]
+_TlsCa = Union[str, "os.PathLike[str]", bytes]
+
+
+def _url_list(url: Optional[_Urls]) -> Optional[List[str]]:
+    if url is None:
+        return None
+    if isinstance(url, str):
+        return [url]
+    if not isinstance(url, (list, tuple)):
+        raise TypeError(f"url must be a str or a list of str, got {type(url).__name__}")
+    for item in url:
+        if not isinstance(item, str):
+            raise TypeError(f"every URL must be a str, got {type(item).__name__}")
+    return list(url)
+
+
+def _pem(tls_ca: Optional[_TlsCa]) -> Optional[bytes]:
+    if tls_ca is None or isinstance(tls_ca, bytes):
+        return tls_ca
+    if isinstance(tls_ca, (str, os.PathLike)):
+        with open(tls_ca, "rb") as f:
+            return f.read()
+    raise TypeError(
+        f"tls_ca must be a path (str or os.PathLike) or PEM bytes, got {type(tls_ca).__name__}"
+    )
+
+
 class _ClientBase:
     __slots__ = ("_native",)
 
-    def __init__(self, url: Optional[str] = None, *, prefix: str = "rlock") -> None:
-        """``url``: ``redis://[[user]:password@]host[:port][/db]`` or ``rediss://``
-        (TLS); None reads ``$REDIS_URL``, else ``redis://127.0.0.1:6379``.
+    def __init__(
+        self,
+        url: Optional[_Urls] = None,
+        *,
+        prefix: str = "rlock",
+        cluster: bool = False,
+        tls_ca: Optional[_TlsCa] = None,
+    ) -> None:
+        """``url``: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://``
+        (TLS) or ``redis+sentinel://host:port[,host:port]/service[/db]``; None
+        reads ``$REDIS_URL``, else ``redis://127.0.0.1:6379``. A list of URLs
+        is a Redlock over independent masters (a lock is held on a majority),
+        or with ``cluster=True`` the seed nodes of one Redis Cluster.
+        ``tls_ca``: the CA certificate that signed the servers' (a PEM file's
+        path, or its bytes) for ``rediss://`` servers with a private CA.
         Checked here; the connection is made on first use."""
-        self._native = _native.Client(url, prefix)
+        self._native = _native.Client(_url_list(url), prefix, cluster, _pem(tls_ca))
 
     def close(self) -> None:
         """Stops renewing and closes the connections. Locks still held are not
@@ -309,7 +349,9 @@ class _ClientBase:
         return self._native.closed
 
     def __repr__(self) -> str:
-        return f"rlock.{type(self).__name__}({self._native.server!r}, prefix={self._native.prefix!r})"
+        n = self._native
+        cluster = ", cluster=True" if n.cluster else ""
+        return f"rlock.{type(self).__name__}({n.server!r}, prefix={n.prefix!r}{cluster})"
 
 
 class Client(_ClientBase):
@@ -326,6 +368,7 @@ class Client(_ClientBase):
         blocking: bool = True,
         auto_renew: bool = True,
         max_hold: Optional[float] = None,
+        sync_replicas: Optional[int] = None,
     ) -> Lock:
         """A lock on ``name``.
 
@@ -333,8 +376,13 @@ class Client(_ClientBase):
         timeout: how long acquire() and ``with`` wait; None waits forever.
         blocking: False makes acquire() and ``with`` try exactly once.
         max_hold: cap on the total hold time; the lease is not renewed beyond it.
+        sync_replicas: after each acquisition and extension, wait (``WAIT``)
+        until this many replicas have it; an acquisition fewer acknowledged is
+        undone and retried, so a wait that ends that way is a timeout.
         """
-        spec = _native.LockSpec(name, ttl, timeout, blocking, auto_renew, max_hold)
+        spec = _native.LockSpec(
+            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas
+        )
         return Lock(self._native.lock(spec))
 
     def __enter__(self) -> Client:
@@ -363,9 +411,12 @@ class AsyncClient(_ClientBase):
         blocking: bool = True,
         auto_renew: bool = True,
         max_hold: Optional[float] = None,
+        sync_replicas: Optional[int] = None,
     ) -> AsyncLock:
         """A lock on ``name``; the arguments are those of Client.lock()."""
-        spec = _native.LockSpec(name, ttl, timeout, blocking, auto_renew, max_hold)
+        spec = _native.LockSpec(
+            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas
+        )
         return AsyncLock(self._native.lock(spec))
 
     async def __aenter__(self) -> AsyncClient:
@@ -404,11 +455,18 @@ def lock(
     blocking: bool = True,
     auto_renew: bool = True,
     max_hold: Optional[float] = None,
+    sync_replicas: Optional[int] = None,
 ) -> Lock:
     """A lock from the default client (``$REDIS_URL``, else
     ``redis://127.0.0.1:6379``, created on first use); arguments as Client.lock()."""
     return _default_client().lock(
-        name, ttl=ttl, timeout=timeout, blocking=blocking, auto_renew=auto_renew, max_hold=max_hold
+        name,
+        ttl=ttl,
+        timeout=timeout,
+        blocking=blocking,
+        auto_renew=auto_renew,
+        max_hold=max_hold,
+        sync_replicas=sync_replicas,
     )
 
 
@@ -423,10 +481,11 @@ def synchronized(
     blocking: bool = True,
     auto_renew: bool = True,
     max_hold: Optional[float] = None,
+    sync_replicas: Optional[int] = None,
 ) -> Callable[[_F], _F]:
     """Runs each call of the decorated function (sync or async) under the lock
     ``name`` of the default client; arguments as Client.lock(), checked here."""
-    spec = _native.LockSpec(name, ttl, timeout, blocking, auto_renew, max_hold)
+    spec = _native.LockSpec(name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas)
 
     def decorate(fn: _F) -> _F:
         made: List[Lock] = []

@@ -2,16 +2,24 @@
 # rlock/__init__.py; `unit` is the owner unit it computes (process id plus
 # thread or asyncio task).
 
-from typing import Awaitable, Optional
+from typing import Awaitable, List, Optional
 
 class Client:
-    def __init__(self, url: Optional[str] = None, prefix: str = "rlock") -> None: ...
+    def __init__(
+        self,
+        urls: Optional[List[str]] = None,
+        prefix: str = "rlock",
+        cluster: bool = False,
+        tls_ca: Optional[bytes] = None,
+    ) -> None: ...
     def lock(self, spec: LockSpec) -> Lock: ...
     def close(self) -> None: ...
     @property
     def server(self) -> str: ...
     @property
     def prefix(self) -> str: ...
+    @property
+    def cluster(self) -> bool: ...
     @property
     def closed(self) -> bool: ...
 
@@ -24,6 +32,7 @@ class LockSpec:
         blocking: bool = True,
         auto_renew: bool = True,
         max_hold: Optional[float] = None,
+        sync_replicas: Optional[int] = None,
     ) -> None: ...
 
 class Acquisition:
@@ -42,6 +51,8 @@ class Lock:
     def auto_renew(self) -> bool: ...
     @property
     def max_hold(self) -> Optional[float]: ...
+    @property
+    def sync_replicas(self) -> Optional[int]: ...
     def acquire(
         self, unit: str, blocking: Optional[bool] = None, timeout: Optional[float] = None
     ) -> bool: ...

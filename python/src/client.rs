@@ -19,8 +19,9 @@ pub struct Client {
 
 /// What the client and every lock made from it share.
 pub struct Shared {
-    url: String,
-    /// The URL as it may be shown: never with its password.
+    /// One URL, the seeds of a Cluster, or the masters of a Redlock.
+    urls: Vec<String>,
+    /// The URLs as they may be shown: never with a password.
     server: String,
     options: ClientOptions,
     conn: Mutex<Conn>,
@@ -84,11 +85,11 @@ impl Shared {
                 Ok(conn.client.clone())
             }
         };
-        let url = self.url.clone();
+        let urls = self.urls.clone();
         let options = self.options.clone();
         async move {
             let cell = cell?;
-            cell.get_or_try_init(|| CoreClient::connect_with(&url, options))
+            cell.get_or_try_init(|| CoreClient::connect_urls(&urls, options))
                 .await
                 .cloned()
         }
@@ -103,17 +104,40 @@ impl Shared {
 #[pymethods]
 impl Client {
     /// Checks the arguments (no I/O); the connection is made on first use.
+    /// `urls`: one URL, or several (Redlock masters, or Cluster seeds with
+    /// `cluster`); `tls_ca`: the PEM of a private CA for `rediss://`.
     #[new]
-    #[pyo3(signature = (url=None, prefix=rlock_core::DEFAULT_PREFIX.to_owned()))]
-    fn new(py: Python<'_>, url: Option<String>, prefix: String) -> PyResult<Self> {
-        let url = url.unwrap_or_else(CoreClient::default_url);
-        let server = validate::url(&url).map_err(|e| to_py(py, e))?;
-        validate::prefix(&prefix).map_err(|e| to_py(py, e))?;
+    #[pyo3(signature = (urls=None, prefix=rlock_core::DEFAULT_PREFIX.to_owned(), cluster=false, tls_ca=None))]
+    fn new(
+        py: Python<'_>,
+        urls: Option<Vec<String>>,
+        prefix: String,
+        cluster: bool,
+        tls_ca: Option<Vec<u8>>,
+    ) -> PyResult<Self> {
+        let urls = urls.unwrap_or_else(|| vec![CoreClient::default_url()]);
+        let checked = || -> rlock_core::Result<String> {
+            if urls.is_empty() {
+                return Err(Error::InvalidArgument(
+                    "at least one Redis URL is needed".to_owned(),
+                ));
+            }
+            validate::prefix(&prefix)?;
+            let shown = urls
+                .iter()
+                .map(|u| validate::url(u))
+                .collect::<rlock_core::Result<Vec<_>>>()?;
+            Ok(shown.join(","))
+        };
+        let server = checked().map_err(|e| to_py(py, e))?;
         Ok(Client {
             shared: Arc::new(Shared {
-                url,
+                urls,
                 server,
-                options: ClientOptions::default().prefix(prefix),
+                options: ClientOptions::default()
+                    .prefix(prefix)
+                    .cluster(cluster)
+                    .tls_ca_pem(tls_ca),
                 conn: Mutex::new(Conn::new()),
             }),
         })
@@ -142,6 +166,11 @@ impl Client {
     #[getter]
     fn prefix(&self) -> &str {
         &self.shared.options.prefix
+    }
+
+    #[getter]
+    fn cluster(&self) -> bool {
+        self.shared.options.cluster
     }
 
     #[getter]

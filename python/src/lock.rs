@@ -28,7 +28,8 @@ pub struct LockSpec {
 #[pymethods]
 impl LockSpec {
     #[new]
-    #[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None))]
+    #[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each
     fn new(
         py: Python<'_>,
         name: String,
@@ -37,11 +38,14 @@ impl LockSpec {
         blocking: bool,
         auto_renew: bool,
         max_hold: Option<f64>,
+        sync_replicas: Option<i64>,
     ) -> PyResult<Self> {
         let parse = || -> rlock_core::Result<Self> {
             validate::name(&name)?;
+            let replicas = sync_replicas.map(replica_count).transpose()?;
             Ok(LockSpec {
-                options: LockOptions::parse(Some(ttl), auto_renew, max_hold, Unit::Seconds)?,
+                options: LockOptions::parse(Some(ttl), auto_renew, max_hold, Unit::Seconds)?
+                    .sync_replicas(replicas),
                 wait: Wait::parse(blocking, timeout, Unit::Seconds)?,
                 name,
                 ttl,
@@ -50,6 +54,16 @@ impl LockSpec {
             })
         };
         parse().map_err(|e| to_py(py, e))
+    }
+}
+
+/// A Python int as a replica count, its range checked by the core.
+fn replica_count(k: i64) -> rlock_core::Result<u32> {
+    match u32::try_from(k) {
+        Ok(n) => validate::replicas(n).map(|()| n),
+        Err(_) => Err(Error::InvalidArgument(format!(
+            "sync_replicas must be a number of replicas (1 or more), got {k}"
+        ))),
     }
 }
 
@@ -206,6 +220,11 @@ impl Lock {
     #[getter]
     fn max_hold(&self) -> Option<f64> {
         self.spec.options.max_hold.map(|d| d.as_secs_f64())
+    }
+
+    #[getter]
+    fn sync_replicas(&self) -> Option<u32> {
+        self.spec.options.sync_replicas
     }
 
     /// True when acquired, False when the wait ended without the lock.

@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 import redis
@@ -41,17 +41,31 @@ def eventually(cond: Callable[[], bool], within: float = 5.0, every: float = 0.0
 
 
 class RedisServer:
-    def __init__(self, *extra: str) -> None:
+    """`extra`: more redis-server arguments. `tls=True`: TLS only
+    (`rediss://`), with a certificate for 127.0.0.1 signed by a CA made for
+    it (its PEM file: `ca_file`)."""
+
+    def __init__(self, *extra: str, tls: bool = False) -> None:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="rlock-pytest-")
+        self.tls = tls
+        self.ca_file = os.path.join(self.dir, "ca.crt")
+        listen = ["--port", str(self.port)]
+        if tls:
+            _make_certificates(self.dir)
+            listen = ["--port", "0", "--tls-port", str(self.port),
+                      "--tls-cert-file", "server.crt", "--tls-key-file", "server.key",
+                      "--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"]
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+            ["redis-server", *listen, "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", self.dir, *extra],
+            cwd=self.dir,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
-        self.redis = redis.Redis(port=self.port, password=password, decode_responses=True)
+        tls_args: Dict[str, Any] = {"ssl": True, "ssl_ca_certs": self.ca_file} if tls else {}
+        self.redis = redis.Redis(port=self.port, password=password, decode_responses=True, **tls_args)
         if not eventually(self._up, within=10):
             self.stop()
             raise RuntimeError(f"redis-server did not start on port {self.port}")
@@ -64,15 +78,85 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
         self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
     def monitor(self) -> "Monitor":
         return Monitor(self)
+
+
+def _make_certificates(dir: str) -> None:
+    """A CA, and a server certificate for 127.0.0.1 and localhost it signed."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    with open(os.path.join(dir, "server.ext"), "w") as f:
+        f.write("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
+                "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for args in (
+        ["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=rlock test CA", "-days", "2"],
+        ["req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"],
+        ["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "server.crt", "-days", "2", "-extfile", "server.ext"],
+    ):
+        subprocess.run(["openssl", *args], cwd=dir, check=True, capture_output=True)
+
+
+class RedisCluster:
+    """A Redis Cluster of `masters` masters (no replicas) on loopback, joined by
+    `redis-cli --cluster create`; ready once every node says cluster_state:ok."""
+
+    def __init__(self, masters: int = 3) -> None:
+        # The bus port defaults to port + 10000, which may not be free (or
+        # exist) for a high port: choose it too.
+        self.nodes = [
+            RedisServer(
+                "--cluster-enabled", "yes",
+                "--cluster-port", str(free_port()),
+                "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", "1000",
+            )
+            for _ in range(masters)
+        ]
+        try:
+            subprocess.run(
+                ["redis-cli", "--cluster", "create",
+                 *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes"],
+                check=True, capture_output=True, timeout=60,
+            )
+            ok = lambda: all(  # noqa: E731
+                "cluster_state:ok" in str(n.redis.execute_command("CLUSTER", "INFO"))
+                for n in self.nodes
+            )
+            if not eventually(ok, within=30, every=0.05):
+                raise RuntimeError("the cluster never reached cluster_state:ok")
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def urls(self) -> List[str]:
+        return [n.url for n in self.nodes]
+
+    def master_of(self, key: str) -> RedisServer:
+        """The node serving `key`: the others answer MOVED."""
+        for node in self.nodes:
+            try:
+                node.redis.exists(key)
+                return node
+            except redis.ResponseError:
+                continue
+        raise AssertionError(f"no node serves {key!r}")
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
 
 
 class Monitor:

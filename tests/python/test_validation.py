@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import builtins
 import math
+import os
+import pathlib
 import time
 from typing import Any, Dict
 
@@ -110,3 +112,64 @@ def test_wrong_password_is_a_ConnectionError_that_never_shows_it() -> None:
         assert "right-password" not in repr(good)
     finally:
         guarded.stop()
+
+
+def test_url_lists_are_checked_by_the_constructor() -> None:
+    for make in (rlock.Client, rlock.AsyncClient):
+        with pytest.raises(ValueError, match="at least one"):
+            make([])
+        for bad_items in ([NOWHERE, 42], [None], (b"redis://127.0.0.1:1",)):
+            with pytest.raises(TypeError):
+                make(bad_items)  # type: ignore[arg-type]
+        for not_a_list in ({NOWHERE: 1}, b"redis://127.0.0.1:1", 3.5):
+            with pytest.raises(TypeError):
+                make(not_a_list)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            make([NOWHERE, "redis://host/notadb"])
+        with pytest.raises(ValueError):
+            make(["http://u:hunter2@127.0.0.1:1"], cluster=True)
+    shown = repr(rlock.Client([NOWHERE, "redis://:hunter2@127.0.0.1:1"], cluster=True))
+    assert "hunter2" not in shown and "cluster=True" in shown
+
+
+@pytest.mark.parametrize("bad", [0, -1, 101], ids=repr)
+def test_sync_replicas_out_of_range_is_a_ValueError(nowhere: rlock.Client, bad: int) -> None:
+    with pytest.raises(ValueError, match="sync_replicas"):
+        nowhere.lock("x", sync_replicas=bad)
+    with pytest.raises(ValueError, match="sync_replicas"):
+        rlock.AsyncClient(NOWHERE).lock("x", sync_replicas=bad)
+    with pytest.raises(ValueError, match="sync_replicas"):
+        rlock.synchronized("x", sync_replicas=bad)
+
+
+@pytest.mark.parametrize("bad", [1.5, "1", [1]], ids=repr)
+def test_sync_replicas_not_an_int_is_a_TypeError(nowhere: rlock.Client, bad: Any) -> None:
+    with pytest.raises(TypeError):
+        nowhere.lock("x", sync_replicas=bad)
+    with pytest.raises(TypeError):
+        rlock.lock("x", sync_replicas=bad)
+
+
+def test_tls_ca_must_be_a_path_or_pem_bytes(tmp_path: "os.PathLike[str]") -> None:
+    with pytest.raises(TypeError, match="tls_ca"):
+        rlock.Client(NOWHERE, tls_ca=42)  # type: ignore[arg-type]
+    with pytest.raises(FileNotFoundError):
+        rlock.Client(NOWHERE, tls_ca=os.path.join(str(tmp_path), "missing.pem"))
+
+
+def test_tls_ca_trusts_a_private_ca_given_as_a_path_or_as_bytes() -> None:
+    server = RedisServer(tls=True)
+    try:
+        with open(server.ca_file, "rb") as f:
+            pem = f.read()
+        for tls_ca in (server.ca_file, pathlib.Path(server.ca_file), pem):
+            client = rlock.Client(server.url, tls_ca=tls_ca)
+            with client.lock("over-tls", timeout=5) as held:
+                assert server.redis.exists("rlock:{over-tls}")
+                assert held.fencing_token is not None
+            client.close()
+        # Without the CA the server's certificate is not trusted.
+        with pytest.raises(rlock.ConnectionError):
+            rlock.Client(server.url).lock("over-tls").acquire()
+    finally:
+        server.stop()

@@ -22,9 +22,16 @@ def sync_usage() -> Optional[int]:
         lock.extend()
         assert lock.owned() and lock.locked()
         lock.release()
-    with rlock.lock("x", max_hold=60, auto_renew=True):
+    with rlock.lock("x", max_hold=60, auto_renew=True, sync_replicas=1):
         pass
     client.close()
+    redlock = rlock.Client(["redis://a:6379", "redis://b:6379", "redis://c:6379"])
+    cluster = rlock.Client(("redis://a:7000", "redis://b:7000"), cluster=True)
+    private = rlock.Client("rediss://db:6380", tls_ca="/etc/ssl/db-ca.pem")
+    pem = rlock.AsyncClient("rediss://db:6380", tls_ca=b"-----BEGIN CERTIFICATE-----")
+    for c in (redlock, cluster, private):
+        c.lock("x", sync_replicas=2).acquire()
+    pem.close()
     return token
 
 

@@ -1,0 +1,256 @@
+//! The Rust worker: the same JSON-lines protocol as `bench/worker.py` and
+//! `bench/worker.js` (one request per line, one reply per line), for two
+//! contenders: `rlock` (the core) and `floor` (redis-rs sending the bare
+//! SET NX PX + EVALSHA compare-and-delete cycle).
+//!
+//! Each request runs as a task on the multi-thread runtime, the way async Rust
+//! code using the core runs.
+
+use std::io::{BufRead, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+use rlock_core::{Client, ClientOptions, Lock, LockOptions, Wait};
+use serde_json::{json, Value};
+use tokio::sync::OnceCell;
+
+use crate::{now_ns, Result};
+
+/// The compare-and-delete script of the floor cycle (the same text in every worker).
+const COMPARE_AND_DELETE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+struct Shared {
+    urls: Vec<String>,
+    client: OnceCell<Client>,
+    floor: OnceCell<(ConnectionManager, String)>,
+}
+
+impl Shared {
+    async fn client(&self) -> Result<Client> {
+        let client = self
+            .client
+            .get_or_try_init(|| Client::connect_urls(&self.urls, ClientOptions::default()))
+            .await?;
+        Ok(client.clone())
+    }
+
+    async fn floor(&self) -> Result<(ConnectionManager, String)> {
+        let floor = self
+            .floor
+            .get_or_try_init(|| async {
+                let client = redis::Client::open(self.urls[0].as_str())?;
+                let mut conn = ConnectionManager::new(client).await?;
+                let sha: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(COMPARE_AND_DELETE)
+                    .query_async(&mut conn)
+                    .await?;
+                Ok::<_, redis::RedisError>((conn, sha))
+            })
+            .await?;
+        Ok(floor.clone())
+    }
+}
+
+/// One contender's lock on one key.
+enum Contender {
+    Rlock(Lock),
+    Floor {
+        conn: ConnectionManager,
+        sha: String,
+        key: String,
+    },
+}
+
+const TOKEN: &str = "rlock-bench-floor";
+
+impl Contender {
+    async fn new(shared: &Shared, name: &str, key: &str, ttl: Duration) -> Result<Self> {
+        match name {
+            "rlock" => {
+                let lock = shared
+                    .client()
+                    .await?
+                    .lock_with(key, LockOptions::default().ttl(ttl))?;
+                Ok(Contender::Rlock(lock))
+            }
+            "floor" => {
+                let (conn, sha) = shared.floor().await?;
+                Ok(Contender::Floor {
+                    conn,
+                    sha,
+                    key: key.to_owned(),
+                })
+            }
+            other => Err(format!("unknown contender {other:?}").into()),
+        }
+    }
+
+    /// Waits until acquired (the floor makes one attempt: it is only used uncontended).
+    async fn acquire(&mut self) -> Result<bool> {
+        match self {
+            Contender::Rlock(lock) => Ok(lock.acquire(Wait::Forever).await.is_ok()),
+            Contender::Floor { conn, key, .. } => {
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(&*key)
+                    .arg(TOKEN)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(30_000)
+                    .query_async(conn)
+                    .await?;
+                Ok(set.is_some())
+            }
+        }
+    }
+
+    async fn release(&mut self) -> Result<()> {
+        match self {
+            Contender::Rlock(lock) => {
+                lock.release().await?;
+            }
+            Contender::Floor { conn, sha, key } => {
+                let deleted: i64 = redis::cmd("EVALSHA")
+                    .arg(&*sha)
+                    .arg(1)
+                    .arg(&*key)
+                    .arg(TOKEN)
+                    .query_async(conn)
+                    .await?;
+                if deleted != 1 {
+                    return Err("floor: the key was not ours".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn run(runtime: &tokio::runtime::Runtime, urls: &[String]) -> Result<()> {
+    let shared = Arc::new(Shared {
+        urls: urls.to_vec(),
+        client: OnceCell::new(),
+        floor: OnceCell::new(),
+    });
+    let mut out = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        let request: Value = serde_json::from_str(&line?)?;
+        if request["op"] == "exit" {
+            break;
+        }
+        let shared = shared.clone();
+        let reply = runtime.block_on(async move {
+            match tokio::spawn(handle(shared, request)).await {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => json!({ "error": e.to_string() }),
+                Err(e) => json!({ "error": e.to_string() }),
+            }
+        });
+        writeln!(out, "{reply}")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn text<'a>(request: &'a Value, field: &str) -> Result<&'a str> {
+    request[field]
+        .as_str()
+        .ok_or_else(|| format!("missing {field}").into())
+}
+
+fn number(request: &Value, field: &str) -> Result<i64> {
+    request[field]
+        .as_i64()
+        .ok_or_else(|| format!("missing {field}").into())
+}
+
+async fn handle(shared: Arc<Shared>, request: Value) -> Result<Value> {
+    let contender = text(&request, "contender")?;
+    let key = text(&request, "key")?;
+    match text(&request, "op")? {
+        "s1" => s1(&shared, contender, key, number(&request, "n")?).await,
+        "s2" => s2(&shared, contender, key, &request).await,
+        "idle" => idle(&shared, contender, key, number(&request, "waiters")?).await,
+        other => Err(format!("unknown op {other:?}").into()),
+    }
+}
+
+/// S1: `n` uncontended acquire + release cycles; the latency of each.
+async fn s1(shared: &Shared, contender: &str, key: &str, n: i64) -> Result<Value> {
+    let mut c = Contender::new(shared, contender, key, Duration::from_secs(30)).await?;
+    let mut lat = Vec::with_capacity(n as usize);
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        if !c.acquire().await? {
+            return Err("uncontended acquire failed".into());
+        }
+        c.release().await?;
+        lat.push(t.elapsed().as_nanos() as u64);
+    }
+    Ok(json!({ "lat": lat, "wall": start.elapsed().as_nanos() as u64 }))
+}
+
+/// S2: acquire / increment the shared counter / release, from `start` until
+/// `end` (monotonic ns); one record `[wanted, acquired, releasing, released]`
+/// per acquisition.
+async fn s2(shared: &Shared, contender: &str, key: &str, request: &Value) -> Result<Value> {
+    let start = number(request, "start")?;
+    let end = number(request, "end")?;
+    let counter = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(text(request, "counter")?)?;
+    let ttl = Duration::from_secs(30);
+    let mut warm = Contender::new(shared, contender, text(request, "warm")?, ttl).await?;
+    warm.acquire().await?;
+    warm.release().await?;
+    let mut c = Contender::new(shared, contender, key, ttl).await?;
+    let wait = start - now_ns();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_nanos(wait as u64)).await;
+    }
+    let mut records = Vec::new();
+    let mut errors = 0u64;
+    loop {
+        let wanted = now_ns();
+        if wanted >= end {
+            break;
+        }
+        loop {
+            match c.acquire().await {
+                Ok(true) => break,
+                Ok(false) | Err(_) => errors += 1,
+            }
+        }
+        let acquired = now_ns();
+        // The non-atomic counter: two holders at once would lose an increment.
+        let mut buf = [0u8; 8];
+        counter.read_at(&mut buf, 0)?;
+        counter.write_at(&(u64::from_le_bytes(buf) + 1).to_le_bytes(), 0)?;
+        let releasing = now_ns();
+        c.release().await?;
+        records.push([wanted, acquired, releasing, now_ns()]);
+    }
+    Ok(json!({ "rec": records, "errors": errors }))
+}
+
+/// Idle waiters: one holder with a long lease, then `waiters` handles waiting
+/// on the same key. Answers once they are waiting; the harness measures, then
+/// ends this process.
+async fn idle(shared: &Shared, contender: &str, key: &str, waiters: i64) -> Result<Value> {
+    let ttl = Duration::from_secs(60);
+    let mut holder = Contender::new(shared, contender, key, ttl).await?;
+    holder.acquire().await?;
+    for _ in 0..waiters {
+        let mut c = Contender::new(shared, contender, key, ttl).await?;
+        tokio::spawn(async move {
+            let _ = c.acquire().await;
+        });
+    }
+    std::mem::forget(holder);
+    Ok(json!({ "ready": true }))
+}

@@ -1,0 +1,164 @@
+'use strict'
+// The Node worker of the benchmark: one process, driven by harness.py over
+// JSON lines (one request per line on stdin, one reply per line on stdout).
+//
+//   node worker.js URL [URL...]
+//
+// Contenders:
+//   floor            ioredis sending the bare cycle: SET NX PX, then EVALSHA compare-and-delete
+//   rlock            redis-rlock (this project's release addon, from $RLOCK_NODE)
+//   redlock          node-redlock (the version npm serves), over ioredis
+//   redis-semaphore  redis-semaphore's Mutex (RedlockMutex over several URLs), over ioredis
+//
+// Timestamps are process.hrtime.bigint(): CLOCK_MONOTONIC, as in the Python
+// and Rust workers.
+
+const fs = require('fs')
+const path = require('path')
+const readline = require('readline')
+const Redis = require('ioredis')
+
+const COMPARE_AND_DELETE =
+  "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+const TOKEN = 'rlock-bench-floor'
+const URLS = process.argv.slice(2)
+const now = () => Number(process.hrtime.bigint())
+
+const cache = {}
+function ioredis(i = 0) {
+  cache[`io${i}`] ??= new Redis(URLS[i])
+  return cache[`io${i}`]
+}
+
+async function rlockClient() {
+  if (!cache.rlock) {
+    const { Client } = require(process.env.RLOCK_NODE ?? path.join(__dirname, '.build/node/index.js'))
+    cache.rlock = await Client.connect(URLS.length === 1 ? URLS[0] : URLS)
+  }
+  return cache.rlock
+}
+
+// A contender is { acquire, release }: acquire() resolves true once held (the
+// floor makes one attempt: it only runs uncontended).
+async function make(name, key, ttlMs, { wait = false } = {}) {
+  switch (name) {
+    case 'floor': {
+      const r = ioredis()
+      cache.sha ??= await r.script('LOAD', COMPARE_AND_DELETE)
+      return {
+        acquire: async () => (await r.set(key, TOKEN, 'PX', ttlMs, 'NX')) === 'OK',
+        release: async () => {
+          if ((await r.evalsha(cache.sha, 1, key, TOKEN)) !== 1) throw new Error('floor: the key was not ours')
+        },
+      }
+    }
+    case 'rlock': {
+      const lock = (await rlockClient()).lock(key, { ttlMs })
+      return { acquire: () => lock.acquire().then(() => true), release: () => lock.release() }
+    }
+    case 'redlock': {
+      const Redlock = require('redlock')
+      // retryCount -1: wait until acquired, as every other contender does.
+      cache.redlock ??= new Redlock(URLS.map((_, i) => ioredis(i)), { retryCount: -1 })
+      let held = null
+      return {
+        acquire: async () => {
+          held = await cache.redlock.lock(key, ttlMs)
+          return true
+        },
+        release: () => held.unlock(),
+      }
+    }
+    case 'redis-semaphore': {
+      const { Mutex, RedlockMutex } = require('redis-semaphore')
+      // A long acquireTimeout when waiting (its default gives up after 10 s).
+      const options = { lockTimeout: ttlMs, ...(wait ? { acquireTimeout: 3_600_000 } : {}) }
+      const mutex =
+        URLS.length === 1
+          ? new Mutex(ioredis(), key, options)
+          : new RedlockMutex(URLS.map((_, i) => ioredis(i)), key, options)
+      return { acquire: () => mutex.acquire().then(() => true), release: () => mutex.release() }
+    }
+    default:
+      throw new Error(`unknown contender ${name}`)
+  }
+}
+
+async function s1(req) {
+  const c = await make(req.contender, req.key, 30000)
+  const lat = []
+  const start = now()
+  for (let i = 0; i < req.n; i++) {
+    const t = now()
+    if (!(await c.acquire())) throw new Error('uncontended acquire failed')
+    await c.release()
+    lat.push(now() - t)
+  }
+  return { lat, wall: now() - start }
+}
+
+async function s2(req) {
+  const warm = await make(req.contender, req.warm, 30000)
+  await warm.acquire()
+  await warm.release()
+  const c = await make(req.contender, req.key, 30000, { wait: true })
+  const fd = fs.openSync(req.counter, 'r+')
+  const buf = Buffer.alloc(8)
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, (req.start - now()) / 1e6)))
+  const rec = []
+  let errors = 0
+  try {
+    for (;;) {
+      const wanted = now()
+      if (wanted >= req.end) break
+      for (;;) {
+        try {
+          if (await c.acquire()) break
+        } catch {
+          // a peer gave up waiting: the caller waits on
+        }
+        errors++
+      }
+      const acquired = now()
+      // The non-atomic counter: two holders at once would lose an increment.
+      fs.readSync(fd, buf, 0, 8, 0)
+      buf.writeBigUInt64LE(buf.readBigUInt64LE(0) + 1n)
+      fs.writeSync(fd, buf, 0, 8, 0)
+      const releasing = now()
+      await c.release()
+      rec.push([wanted, acquired, releasing, now()])
+    }
+  } finally {
+    fs.closeSync(fd)
+  }
+  return { rec, errors }
+}
+
+async function idle(req) {
+  const holder = await make(req.contender, req.key, 60000)
+  await holder.acquire()
+  for (let i = 0; i < req.waiters; i++) {
+    const c = await make(req.contender, req.key, 60000, { wait: true })
+    c.acquire().catch(() => {})
+  }
+  return { ready: true }
+}
+
+async function main() {
+  const ops = { s1, s2, idle }
+  const lines = readline.createInterface({ input: process.stdin })
+  for await (const line of lines) {
+    const req = JSON.parse(line)
+    if (req.op === 'exit') break
+    let reply
+    try {
+      reply = await ops[req.op](req)
+    } catch (err) {
+      reply = { error: String(err?.stack ?? err) }
+    }
+    process.stdout.write(JSON.stringify(reply) + '\n')
+  }
+  process.exit(0)
+}
+
+main()

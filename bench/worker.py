@@ -1,0 +1,168 @@
+"""The Python worker of the benchmark: one process, driven by harness.py over
+JSON lines (one request per line on stdin, one reply per line on stdout).
+
+    python worker.py URL [URL...]
+
+Contenders (each on the same key name; each library keys it its own way):
+  floor            redis-py sending the bare cycle: SET NX PX, then EVALSHA compare-and-delete
+  rlock            redis-rlock (this project's release wheel)
+  redispy-0.1      redis-py's Lock, default sleep=0.1
+  redispy-0.001    redis-py's Lock, sleep=0.001
+  python-redis-lock
+  pottery          pottery's Redlock (one master, or every URL given)
+
+Requests: s1 (uncontended cycles), s2 (contended handoff block), idle (a
+holder and many blocked waiters). Timestamps are time.monotonic_ns(), the
+CLOCK_MONOTONIC the Node and Rust workers read too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Tuple
+
+import redis
+
+COMPARE_AND_DELETE = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+    "else return 0 end"
+)
+TOKEN = "rlock-bench-floor"
+
+URLS: List[str] = sys.argv[1:]
+_clients: Dict[str, Any] = {}
+
+
+def _redis(i: int = 0) -> redis.Redis:
+    key = f"redis{i}"
+    if key not in _clients:
+        _clients[key] = redis.Redis.from_url(URLS[i])
+    return _clients[key]
+
+
+def _rlock_client() -> Any:
+    if "rlock" not in _clients:
+        import rlock
+
+        _clients["rlock"] = rlock.Client(URLS[0] if len(URLS) == 1 else URLS)
+    return _clients["rlock"]
+
+
+# A contender is (acquire, release): acquire() waits until held and returns
+# True (the floor makes one attempt: it only runs uncontended).
+Contender = Tuple[Callable[[], bool], Callable[[], None]]
+
+
+def make(name: str, key: str, ttl: float) -> Contender:
+    if name == "floor":
+        r = _redis()
+        if "sha" not in _clients:
+            _clients["sha"] = r.script_load(COMPARE_AND_DELETE)
+        sha = _clients["sha"]
+
+        def floor_acquire() -> bool:
+            return bool(r.set(key, TOKEN, nx=True, px=int(ttl * 1000)))
+
+        def floor_release() -> None:
+            if r.evalsha(sha, 1, key, TOKEN) != 1:
+                raise RuntimeError("floor: the key was not ours")
+
+        return floor_acquire, floor_release
+    if name == "rlock":
+        lk = _rlock_client().lock(key, ttl=ttl)
+        return lk.acquire, lk.release
+    if name.startswith("redispy-"):
+        lk = _redis().lock(key, timeout=ttl, sleep=float(name.split("-", 1)[1]))
+        return (lambda: bool(lk.acquire(blocking=True))), lk.release
+    if name == "python-redis-lock":
+        import redis_lock
+
+        lk = redis_lock.Lock(_redis(), key, expire=int(ttl))
+        return (lambda: bool(lk.acquire(blocking=True))), lk.release
+    if name == "pottery":
+        from pottery import Redlock
+
+        masters = {_redis(i) for i in range(len(URLS))}
+        lk = Redlock(key=key, masters=masters, auto_release_time=ttl)
+        return (lambda: bool(lk.acquire(blocking=True))), lk.release
+    raise ValueError(f"unknown contender {name!r}")
+
+
+def s1(req: Dict[str, Any]) -> Dict[str, Any]:
+    acquire, release = make(req["contender"], req["key"], 30.0)
+    lat = []
+    clock = time.perf_counter_ns
+    start = clock()
+    for _ in range(req["n"]):
+        t = clock()
+        if not acquire():
+            raise RuntimeError("uncontended acquire failed")
+        release()
+        lat.append(clock() - t)
+    return {"lat": lat, "wall": clock() - start}
+
+
+def s2(req: Dict[str, Any]) -> Dict[str, Any]:
+    warm_acquire, warm_release = make(req["contender"], req["warm"], 30.0)
+    warm_acquire()
+    warm_release()
+    acquire, release = make(req["contender"], req["key"], 30.0)
+    fd = os.open(req["counter"], os.O_RDWR)
+    now = time.monotonic_ns
+    end = req["end"]
+    time.sleep(max(0, req["start"] - now()) / 1e9)
+    rec = []
+    errors = 0
+    try:
+        while True:
+            wanted = now()
+            if wanted >= end:
+                break
+            while True:
+                try:
+                    if acquire():
+                        break
+                except Exception:  # a peer gave up waiting: the caller waits on
+                    pass
+                errors += 1
+            acquired = now()
+            # The non-atomic counter: two holders at once would lose an increment.
+            value = int.from_bytes(os.pread(fd, 8, 0), "little")
+            os.pwrite(fd, (value + 1).to_bytes(8, "little"), 0)
+            releasing = now()
+            release()
+            rec.append((wanted, acquired, releasing, now()))
+    finally:
+        os.close(fd)
+    return {"rec": rec, "errors": errors}
+
+
+def idle(req: Dict[str, Any]) -> Dict[str, Any]:
+    holder_acquire, _ = make(req["contender"], req["key"], 60.0)
+    holder_acquire()
+    for _ in range(req["waiters"]):
+        acquire, _release = make(req["contender"], req["key"], 60.0)
+        threading.Thread(target=acquire, daemon=True).start()
+    return {"ready": True}
+
+
+def main() -> None:
+    ops = {"s1": s1, "s2": s2, "idle": idle}
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req["op"] == "exit":
+            break
+        try:
+            reply = ops[req["op"]](req)
+        except Exception as e:  # reported to the harness, which stops the run
+            reply = {"error": f"{type(e).__name__}: {e}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

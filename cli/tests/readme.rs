@@ -1,0 +1,24 @@
+//! The README's command-line section shows the exit codes `rlock --help`
+//! prints, word for word.
+
+use std::process::Command;
+
+#[test]
+fn the_readme_shows_the_exit_status_table_that_rlock_help_prints() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rlock"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let at = help
+        .find("Exit status:")
+        .expect("rlock --help shows the exit codes");
+    let table = help[at..].trim_end();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    assert!(
+        readme.contains(table),
+        "README.md lacks the exit-status table `rlock --help` prints:\n{table}"
+    );
+}
