@@ -6,7 +6,6 @@ mod support;
 
 use std::time::Duration;
 
-use redis::Commands;
 use rlock_core::{Client, ClientOptions, LockOptions, Wait};
 use support::topology::RedisCluster;
 use support::RedisServer;
@@ -76,33 +75,8 @@ async fn eight_tasks_keep_a_non_atomic_counter_exact() {
     let cluster = RedisCluster::start(3, 0);
     let data = RedisServer::start();
     let client = client(&cluster).await;
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let lock = client.lock("counter").unwrap();
-        let data = redis::Client::open(data.url()).unwrap();
-        tasks.push(tokio::spawn(async move {
-            let mut conn = data.get_multiplexed_async_connection().await.unwrap();
-            for _ in 0..50 {
-                lock.acquire(Wait::Forever).await.unwrap();
-                let n: Option<i64> = redis::cmd("GET")
-                    .arg("n")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                let _: () = redis::cmd("SET")
-                    .arg("n")
-                    .arg(n.unwrap_or(0) + 1)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                lock.release().await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(data.conn().get::<_, i64>("n").unwrap(), 400);
+    let locks = (0..8).map(|_| client.lock("counter").unwrap()).collect();
+    assert_eq!(support::contend(locks, 50, &data.url()).await, 8 * 50);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -321,38 +321,17 @@ async fn fair_and_plain_users_of_one_name_never_break_mutual_exclusion() {
     let redis = RedisServer::start();
     let data = RedisServer::start();
     let client = Client::connect(&redis.url()).await.unwrap();
-    let mut tasks = Vec::new();
-    for i in 0..8 {
-        let options = if i % 2 == 0 {
-            fair(Duration::from_secs(30))
-        } else {
-            LockOptions::default()
-        };
-        let lock = client.lock_with("mixed", options).unwrap();
-        let data = redis::Client::open(data.url()).unwrap();
-        tasks.push(tokio::spawn(async move {
-            let mut conn = data.get_multiplexed_async_connection().await.unwrap();
-            for _ in 0..40 {
-                lock.acquire(Wait::Forever).await.unwrap();
-                let n: Option<i64> = redis::cmd("GET")
-                    .arg("n")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                let _: () = redis::cmd("SET")
-                    .arg("n")
-                    .arg(n.unwrap_or(0) + 1)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                lock.release().await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(data.conn().get::<_, i64>("n").unwrap(), 8 * 40);
+    let locks = (0..8)
+        .map(|i| {
+            let options = if i % 2 == 0 {
+                fair(Duration::from_secs(30))
+            } else {
+                LockOptions::default()
+            };
+            client.lock_with("mixed", options).unwrap()
+        })
+        .collect();
+    assert_eq!(support::contend(locks, 40, &data.url()).await, 8 * 40);
 }
 
 #[tokio::test]

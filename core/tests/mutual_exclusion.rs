@@ -13,38 +13,8 @@ use support::RedisServer;
 async fn sixteen_tasks_incrementing_a_counter_non_atomically_never_lose_an_update() {
     let redis = RedisServer::start();
     let client = Client::connect(&redis.url()).await.unwrap();
-    let mut tasks = Vec::new();
-    for _ in 0..16 {
-        let client = client.clone();
-        let url = redis.url();
-        tasks.push(tokio::spawn(async move {
-            let data = redis::Client::open(url).unwrap();
-            let mut data = data.get_multiplexed_async_connection().await.unwrap();
-            let lock = client.lock("counter").unwrap();
-            for _ in 0..200 {
-                lock.acquire(Wait::Forever).await.unwrap();
-                // GET then SET: only mutual exclusion keeps this exact.
-                let n: i64 = redis::cmd("GET")
-                    .arg("n")
-                    .query_async::<Option<i64>>(&mut data)
-                    .await
-                    .unwrap()
-                    .unwrap_or(0);
-                let _: () = redis::cmd("SET")
-                    .arg("n")
-                    .arg(n + 1)
-                    .query_async(&mut data)
-                    .await
-                    .unwrap();
-                lock.release().await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let n: i64 = redis.conn().get("n").unwrap();
-    assert_eq!(n, 16 * 200);
+    let locks = (0..16).map(|_| client.lock("counter").unwrap()).collect();
+    assert_eq!(support::contend(locks, 200, &redis.url()).await, 16 * 200);
 }
 
 #[tokio::test]
