@@ -1,7 +1,8 @@
 -- release: undo one acquisition by this owner. The last one hands the lock
 -- straight to the first live waiter in line (fair mode) and tells it on its
 -- waiter channel, or frees the lock and announces it to all waiters.
--- (queue.lua is prepended: queue_head, queue_pop, take.)
+-- (holding.lua and queue.lua are prepended: not_held_by, queue_head,
+-- queue_pop, take.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] release channel  P:{NAME}:released
 -- KEYS[3] fence counter  P:{NAME}:fence
@@ -16,12 +17,9 @@
 -- returns the re-entry count left (0: the lock was handed over or freed),
 --         -1 when the lock is gone (its lease ended),
 --         -2 when someone else holds it (never touched)
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
-  return -1
-end
-if kind ~= 'hash' or redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
-  return -2
+local refused = not_held_by(KEYS[1], ARGV[1])
+if refused then
+  return refused
 end
 local count = redis.call('HINCRBY', KEYS[1], 'count', -1)
 if count > 0 then

@@ -66,29 +66,21 @@ impl Call<'_> {
     }
 }
 
-/// A script from `lua/`, optionally after shared code (`queue.lua`).
+/// A script from `lua/` (the last file), after the shared helpers it calls
+/// (`holding.lua`, `queue.lua`: they define functions only).
 macro_rules! lua {
-    ($file:literal) => {
-        lua!(@source include_str!(concat!("../../lua/", $file)))
-    };
-    ($shared:literal + $file:literal) => {
-        lua!(@source concat!(
-            include_str!(concat!("../../lua/", $shared)),
-            "\n",
-            include_str!(concat!("../../lua/", $file))
-        ))
-    };
-    (@source $source:expr) => {
+    ($($file:literal),+) => {{
+        const SOURCE: &str = concat!($(include_str!(concat!("../../lua/", $file)), "\n"),+);
         Lua {
-            source: $source,
-            sha: LazyLock::new(|| Script::new($source).get_hash().to_owned()),
+            source: SOURCE,
+            sha: LazyLock::new(|| Script::new(SOURCE).get_hash().to_owned()),
         }
-    };
+    }};
 }
 
-pub(crate) static ACQUIRE: Lua = lua!("queue.lua" + "acquire.lua");
-pub(crate) static RELEASE: Lua = lua!("queue.lua" + "release.lua");
-pub(crate) static EXTEND: Lua = lua!("extend.lua");
+pub(crate) static ACQUIRE: Lua = lua!("queue.lua", "acquire.lua");
+pub(crate) static RELEASE: Lua = lua!("holding.lua", "queue.lua", "release.lua");
+pub(crate) static EXTEND: Lua = lua!("holding.lua", "extend.lua");
 pub(crate) static INSPECT: Lua = lua!("inspect.lua");
 pub(crate) static DEQUEUE: Lua = lua!("dequeue.lua");
 
