@@ -5,7 +5,7 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: test lint test-rust
 
 ## Every check CI runs: formatting, lints, and every test suite.
-test: lint test-rust test-python test-node test-interop
+test: lint test-rust test-python test-node test-interop test-faults
 
 lint:
 	scripts/ensure-redis
@@ -47,6 +47,13 @@ node-package:
 test-interop: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/interop
+
+.PHONY: test-faults
+## Faults (SIGKILL, SIGSTOP, Redis restarts, CLIENT KILL, SCRIPT FLUSH, a slow, stalled and cut wire,
+## a GIL hog, 100 000 cycles) under Python, Node and CLI workers; ends with `N passed, N failed`.
+test-faults: python-package node-package rust-programs
+	scripts/ensure-redis
+	.venv/bin/python -m pytest tests/faults
 
 .PHONY: rust-programs
 ## The `rlock` binary and the Rust worker of the interop tests (debug builds).

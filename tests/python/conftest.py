@@ -56,19 +56,29 @@ class RedisServer:
             listen = ["--port", "0", "--tls-port", str(self.port),
                       "--tls-cert-file", "server.crt", "--tls-key-file", "server.key",
                       "--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"]
-        self.proc = subprocess.Popen(
-            ["redis-server", *listen, "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", self.dir, *extra],
-            cwd=self.dir,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        # Later arguments win, so `extra` may turn persistence back on.
+        self.argv = ["redis-server", *listen, "--bind", "127.0.0.1",
+                     "--save", "", "--appendonly", "no", "--dir", self.dir, *extra]
         password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
         tls_args: Dict[str, Any] = {"ssl": True, "ssl_ca_certs": self.ca_file} if tls else {}
         self.redis = redis.Redis(port=self.port, password=password, decode_responses=True, **tls_args)
+        self._spawn()
+
+    def _spawn(self) -> None:
+        self.proc = subprocess.Popen(
+            self.argv, cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not eventually(self._up, within=10):
             self.stop()
             raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def restart(self, down_for: float = 0.0) -> None:
+        """Kills the server as a crash would (SIGKILL), keeps it down for
+        `down_for` seconds, and starts it again on the same port and directory,
+        so whatever it persisted comes back."""
+        self.proc.kill()
+        self.proc.wait()
+        time.sleep(down_for)
+        self._spawn()
 
     def _up(self) -> bool:
         try:

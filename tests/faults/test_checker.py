@@ -1,0 +1,106 @@
+"""The checker itself: every promise it verifies fails on records that
+break it, and holds on records that keep it (so a clean scenario means
+something)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from checker import MS, check
+from storage import Write
+
+WORKERS = {w: {"ttl_ms": 500, "timeout_ms": 1000} for w in ("a", "b", "c")}
+
+
+def ms(t: float) -> int:
+    return int(t * MS)
+
+
+def holding(
+    w: str, tok: int, enter: float, last_step: float, exit: float, out: str = "released", since: float = -1
+) -> List[Dict[str, Any]]:
+    """Records of one holding (times in ms), waited for from `since`."""
+    return [
+        {"e": "wait", "w": w, "n": "x", "t": ms(since if since >= 0 else enter - 1)},
+        {"e": "enter", "w": w, "n": "x", "tok": tok, "t": ms(enter)},
+        {"e": "step", "w": w, "n": "x", "tok": tok, "t": ms(last_step), "ok": True},
+        {"e": "exit", "w": w, "n": "x", "tok": tok, "t": ms(exit), "out": out},
+    ]
+
+
+def problems(records: List[Dict[str, Any]], events: List[Dict[str, Any]] = [], writes: List[Write] = []) -> List[str]:
+    return check(records, WORKERS, events, writes).problems
+
+
+def test_holdings_one_after_the_other_pass() -> None:
+    assert problems(holding("a", 1, 0, 10, 11) + holding("b", 2, 12, 20, 21)) == []
+
+
+def test_a_holder_entering_while_another_still_believes_fails() -> None:
+    found = problems(holding("a", 1, 0, 30, 31) + holding("b", 2, 12, 40, 41))
+    assert any("still believed" in p for p in found), found
+
+
+def test_a_holder_told_lost_before_the_next_one_entered_is_allowed_and_counted() -> None:
+    a = holding("a", 1, 0, 10, 31, out="lost")
+    a.insert(3, {"e": "lost", "w": "a", "n": "x", "tok": 1, "t": ms(11)})
+    report = check(a + holding("b", 2, 12, 40, 41), WORKERS, [])
+    assert report.problems == []
+    assert report.figures["overlaps after a reported loss"] == 1
+
+
+def test_a_paused_holder_overlapping_is_counted_but_must_be_told() -> None:
+    events = [{"e": "stop", "w": "a", "t": ms(5)}, {"e": "cont", "w": "a", "t": ms(600)}]
+    records = holding("a", 1, 0, 601, 602) + holding("b", 2, 505, 520, 521)
+    found = problems(records, events)
+    assert any("never told" in p for p in found), found
+    told = holding("a", 1, 0, 601, 603, out="lost")
+    told.insert(3, {"e": "lost", "w": "a", "n": "x", "tok": 1, "t": ms(602)})
+    report = check(told + holding("b", 2, 505, 520, 521), WORKERS, events)
+    assert report.problems == [] and report.figures["overlaps with a paused holder"] == 1
+
+
+def test_tokens_that_do_not_grow_in_entry_order_fail() -> None:
+    found = problems(holding("a", 2, 0, 10, 11) + holding("b", 2, 12, 20, 21))
+    assert any("token 2 <= 2" in p for p in found), found
+
+
+def test_a_stale_write_accepted_fails_and_a_refused_one_is_counted() -> None:
+    records = holding("a", 1, 0, 10, 11) + holding("b", 2, 12, 20, 21)
+    accepted = Write(ms(15), "x", 1, "a", True)
+    assert any("newer holder" in p for p in problems(records, writes=[accepted]))
+    report = check(records, WORKERS, [], [Write(ms(15), "x", 1, "a", False)])
+    assert report.problems == [] and report.figures["stale writes refused"] == 1
+
+
+def test_told_lost_but_released_cleanly_fails() -> None:
+    a = holding("a", 1, 0, 10, 11)
+    a.insert(3, {"e": "lost", "w": "a", "n": "x", "tok": 1, "t": ms(10.5)})
+    assert any("told lost" in p for p in problems(a))
+
+
+def test_a_wait_past_its_deadline_or_through_a_free_lock_fails() -> None:
+    late = [
+        {"e": "wait", "w": "c", "n": "x", "t": ms(0)},
+        {"e": "waited", "w": "c", "n": "x", "t": ms(1300), "out": "timeout"},
+    ]
+    busy = holding("a", 1, 0, 1400, 1401)
+    assert any("past its deadline" in p for p in problems(late + busy))
+    early = [late[0], {**late[1], "t": ms(900)}]
+    assert any("after 900 ms" in p for p in problems(early + busy))
+    # The lock is free from 11 ms on; the waiter gives up at 1000 ms.
+    stranded = [late[0], {**late[1], "t": ms(1000)}]
+    assert any("while it was free" in p for p in problems(stranded + holding("a", 1, 0, 10, 11)))
+
+
+def test_a_killed_holder_keeps_the_lock_for_at_most_its_lease() -> None:
+    killed = holding("a", 1, 0, 10, 11)[:3]
+    events = [{"e": "kill", "w": "a", "t": ms(20)}]
+    in_time = holding("b", 2, 600, 610, 611, since=15)
+    assert problems(killed + in_time, events) == []
+    too_late = holding("b", 2, 20 + 500 + 500 * 1.05 + 200 + 10, 1800, 1801, since=15)
+    assert any("while it was free" in p for p in problems(killed + too_late, events))
+
+
+def test_a_holding_that_never_ends_fails() -> None:
+    assert any("never let go" in p for p in problems(holding("a", 1, 0, 10, 11)[:3]))

@@ -1,0 +1,362 @@
+"""Fault scenarios: each injects one kind of fault while Python, Node and CLI
+workers contend for locks, then the checker (checker.py) verifies exclusion,
+fencing, honest loss reporting and waiting bounds from what everyone recorded.
+Each scenario also asserts the promise specific to its fault, and leaves its
+figures for the suite's summary."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List
+
+import pytest
+
+from conftest import record
+from harness import MS, Scenario, now
+from proxy import Proxy
+
+LANGS = ["py", "node", "cli"]
+
+
+def others(lang: str) -> List[str]:
+    return [x for x in LANGS if x != lang]
+
+
+def assert_clean(sc: Scenario, label: str, extra: Dict[str, Any], **limits: Any) -> None:
+    report = sc.check(**limits)
+    record(label, {**report.figures, **extra})
+    assert not report.problems, "\n".join(report.problems)
+
+
+def test_sigkill_of_the_holder_frees_the_lock_within_its_lease(scenario: Scenario) -> None:
+    """A holder killed outright (no release, no goodbye) keeps its lock no
+    longer than its lease: a waiter of another runtime enters within lease +
+    200 ms of the kill."""
+    sc = scenario
+    ttl = 600
+    delays, after_expiry = [], []
+    for lang in LANGS:
+        name = sc.lock_name(f"killed-{lang}")
+        victim = sc.worker(lang, names=[name], ttl_ms=ttl, hold_ms=[60_000, 60_000], rounds=1)
+        sc.go(victim)
+        sc.wait_record(victim, lambda r: r["e"] == "enter", within=10)
+        waiters = [
+            sc.worker(o, names=[name], ttl_ms=ttl, timeout_ms=5000, hold_ms=[20, 60], rounds=2) for o in others(lang)
+        ]
+        sc.go(*waiters)
+        for w in waiters:
+            sc.wait_record(w, lambda r: r["e"] == "wait", within=10)
+        # Kill at an arbitrary point of the renewal cycle, after one renewal.
+        time.sleep(ttl / 1000 * 0.5)
+        remaining = sc.server.redis.pttl(sc.key(name))
+        assert remaining > 0, "the victim held the lock"
+        sc.kill(victim)
+        killed = sc.events[-1]["t"]
+        first = min(
+            (sc.wait_record(w, lambda r: r["e"] == "enter", within=10)["t"] for w in waiters),
+        )
+        delays.append((first - killed) / MS)
+        after_expiry.append((first - killed) / MS - remaining)
+        assert (first - killed) / MS <= ttl + 200, f"{lang} holder killed: lock free after {delays[-1]:.0f} ms"
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        "SIGKILL of the holder (py, node, cli)",
+        {
+            "lease ms": ttl,
+            "next holder entered after the kill, ms": [round(d) for d in delays],
+            "max entry after the key expired, ms": round(max(after_expiry), 1),
+        },
+    )
+
+
+def test_sigstop_past_the_lease_then_sigcont_is_fenced_and_told_lost(scenario: Scenario) -> None:
+    """A holder frozen past its lease cannot know it lost the lock while
+    frozen: a waiter enters with a larger token, the storage refuses the old
+    holder's writes, and the old holder is told "lost" as soon as it runs."""
+    sc = scenario
+    ttl, frozen = 500, 1.2
+    told_after = []
+    for lang in LANGS:
+        name = sc.lock_name(f"paused-{lang}")
+        victim = sc.worker(lang, names=[name], ttl_ms=ttl, hold_ms=[60_000, 60_000], step_ms=2, rounds=1)
+        sc.go(victim)
+        entered = sc.wait_record(victim, lambda r: r["e"] == "enter", within=10)
+        waiters = [
+            sc.worker(o, names=[name], ttl_ms=ttl, timeout_ms=5000, hold_ms=[100, 200], rounds=2)
+            for o in others(lang)
+        ]
+        sc.go(*waiters)
+        for w in waiters:
+            sc.wait_record(w, lambda r: r["e"] == "wait", within=10)
+        sc.pause(victim, frozen)
+        resumed = sc.events[-1]["t"]
+        lost = sc.wait_record(victim, lambda r: r["e"] == "lost", within=5)
+        told_after.append((lost["t"] - resumed) / MS)
+        assert told_after[-1] < 250, f"{lang} holder told lost {told_after[-1]:.0f} ms after SIGCONT"
+        newer = [r for w in waiters for r in sc.records(w) if r["e"] == "enter" and r["t"] < resumed]
+        assert newer and all(r["tok"] > entered["tok"] for r in newer), "a newer holder entered while it was frozen"
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        "SIGSTOP past the lease, then SIGCONT (py, node, cli)",
+        {"lease ms": ttl, "frozen ms": int(frozen * 1000), "told lost after SIGCONT, ms": [round(t) for t in told_after]},
+    )
+
+
+def contend(sc: Scenario, names: List[str], for_ms: float, langs: List[str] = LANGS + ["py-async"], **cfg: Any) -> None:
+    """Starts one worker per runtime taking the `names` round after round for
+    `for_ms` (then finishing their round), and lets them go. A short gap
+    between rounds gives the other runtimes their turns."""
+    for lang in langs:
+        flavour = {"flavour": "async"} if lang == "py-async" else {}
+        sc.worker(lang.removesuffix("-async"), names=names, for_ms=for_ms, **{"gap_ms": [5, 30], **flavour, **cfg})
+    sc.go()
+
+
+def restart_after_an_entry(sc: Scenario, down_for: float, wipes: bool) -> int:
+    """Restarts Redis (SIGKILL, as a crash) just after some worker entered, so
+    the fault lands mid-hold with a waiter queued. Holdings last longer than
+    the outage: their releases come after Redis is back (a release while Redis
+    is down is not part of these scenarios)."""
+    since = now()
+    entry = None
+    while entry is None:
+        entries = [r for r in sc.records() if r["e"] == "enter" and r["t"] > since]
+        entry = entries[0] if entries else None
+        assert now() - since < 10_000 * MS, "nobody entered within 10 s"
+        time.sleep(0.002)
+    start = now()
+    sc.server.restart(down_for=down_for)
+    if wipes:
+        sc.events.append({"e": "wipe", "t": start})
+    # Nobody can take a lock while Redis is down, nor until clients reconnect.
+    sc.events.append({"e": "blind", "t0": start, "t1": now() + 500 * MS})
+    return start
+
+
+@pytest.mark.redis_args("--appendonly", "yes", "--appendfsync", "always")
+def test_redis_restarted_mid_hold_with_persistence_keeps_every_promise(scenario: Scenario) -> None:
+    """Redis crashes (SIGKILL) and comes back with its data (AOF, fsync
+    always) while a lock is held and waited for: no worker crashes or hangs,
+    every wait ends with an outcome, and nothing overlaps."""
+    sc = scenario
+    contend(sc, [sc.lock_name("restart")], for_ms=3500, ttl_ms=1500, hold_ms=[700, 1000], timeout_ms=5000)
+    for _ in range(2):
+        time.sleep(0.5)
+        restart_after_an_entry(sc, down_for=0.3, wipes=False)
+    sc.finish(within=30)
+    assert_clean(sc, "redis-server restarted mid-hold, with persistence", {"restarts": 2, "down ms": 300})
+
+
+def test_redis_restarted_mid_hold_without_persistence_tells_the_holder(scenario: Scenario) -> None:
+    """Redis crashes and comes back empty: the lock and its fence counter are
+    gone, so a waiter may enter while the old holder still runs (documented,
+    not guaranteed). The old holder must be told "lost" by its next renewal,
+    and nobody crashes or hangs."""
+    sc = scenario
+    ttl = 900
+    contend(sc, [sc.lock_name("wiped")], for_ms=3000, ttl_ms=ttl, hold_ms=[700, 1000], timeout_ms=5000)
+    told = []
+    for _ in range(2):
+        time.sleep(0.5)
+        wipe = restart_after_an_entry(sc, down_for=0.1, wipes=True)
+        holder = max((r for r in sc.records() if r["e"] == "enter" and r["t"] < wipe), key=lambda r: r["t"])
+        lost = sc.wait_record(sc.workers[holder["w"]], lambda r: r["e"] == "lost" and r["t"] > wipe, within=5)
+        told.append((lost["t"] - wipe) / MS)
+        # By its next renewal (every ttl/3), give or take the outage itself.
+        assert told[-1] < ttl / 3 + 600, f"{holder['w']} told {told[-1]:.0f} ms after the restart"
+    sc.finish(within=30)
+    assert_clean(
+        sc,
+        "redis-server restarted mid-hold, without persistence",
+        {"restarts": 2, "lease ms": ttl, "holder told lost after the restart, ms": [round(t) for t in told]},
+    )
+
+
+def test_client_kill_of_the_librarys_connections(scenario: Scenario) -> None:
+    """CLIENT KILL drops every client connection (commands and pub/sub) again
+    and again: operations retry, waiters are not stranded, nothing overlaps."""
+    sc = scenario
+    name = sc.lock_name("client-kill")
+    contend(sc, [name], for_ms=2500, ttl_ms=1000, hold_ms=[30, 200], timeout_ms=4000)
+    kills = 0
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        time.sleep(0.15)
+        kind = ["normal", "pubsub"][kills % 2]
+        kills += 1
+        sc.event("client-kill", kind=kind, dropped=sc.server.redis.client_kill_filter(_type=kind, skipme=True))
+    sc.finish(within=30)
+    dropped = sum(e["dropped"] for e in sc.events if e["e"] == "client-kill")
+    assert dropped > 0
+    assert_clean(sc, "CLIENT KILL of the library's connections", {"CLIENT KILLs": kills, "connections dropped": dropped})
+
+
+def test_script_flush_mid_run_is_invisible(scenario: Scenario) -> None:
+    """SCRIPT FLUSH every 50 ms while locks change hands: every script call
+    that meets NOSCRIPT falls back, so no operation fails."""
+    sc = scenario
+    name = sc.lock_name("script-flush")
+    contend(sc, [name], for_ms=2000, ttl_ms=1000, hold_ms=[5, 40], timeout_ms=4000)
+    flushes = 0
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        sc.server.redis.script_flush()
+        flushes += 1
+    sc.finish(within=30)
+    report = sc.check()
+    errors = [r for r in sc.records() if str(r.get("out", "")).startswith("error")]
+    assert not errors, errors[:5]
+    assert_clean(sc, "SCRIPT FLUSH every 50 ms", {"SCRIPT FLUSHes": flushes, "sections": report.figures["sections"]})
+
+
+def test_latency_on_the_wire_keeps_every_promise(scenario: Scenario, proxy: Proxy) -> None:
+    """Every worker talks to Redis through a wire that delays each chunk by
+    15 ms each way (a 30 ms round trip, 100x loopback): nothing overlaps,
+    nothing fails, handoffs stay prompt."""
+    sc = scenario
+    proxy.delay_ms = 15
+    contend(sc, [sc.lock_name("slow-wire")], for_ms=3000, ttl_ms=600, hold_ms=[20, 120], timeout_ms=4000, url=proxy.url)
+    sc.finish(within=30)
+    errors = [r for r in sc.records() if str(r.get("out", "")).startswith("error")]
+    assert not errors, errors[:5]
+    assert_clean(sc, "15 ms each way on the wire", {"round trip ms": 30, "proxied connections": proxy.connections})
+
+
+def test_a_stalled_wire_ends_the_lease_and_the_holder_is_told_first(scenario: Scenario, proxy: Proxy) -> None:
+    """The holder's wire stalls (nothing moves either way) for three leases:
+    its renewals cannot arrive, so its lease ends; it must be told "lost" by
+    its own clock no later than a waiter on a healthy wire can enter."""
+    sc = scenario
+    ttl = 500
+    margins = []
+    for lang in LANGS:
+        name = sc.lock_name(f"stalled-{lang}")
+        victim = sc.worker(lang, names=[name], ttl_ms=ttl, hold_ms=[60_000, 60_000], step_ms=1, rounds=1, url=proxy.url)
+        sc.go(victim)
+        sc.wait_record(victim, lambda r: r["e"] == "enter", within=10)
+        waiters = [
+            sc.worker(o, names=[name], ttl_ms=ttl, timeout_ms=5000, hold_ms=[20, 60], rounds=2) for o in others(lang)
+        ]
+        sc.go(*waiters)
+        for w in waiters:
+            sc.wait_record(w, lambda r: r["e"] == "wait", within=10)
+        sc.event("stall")
+        proxy.stall()
+        lost = sc.wait_record(victim, lambda r: r["e"] == "lost", within=5)
+        entered = min(sc.wait_record(w, lambda r: r["e"] == "enter", within=5)["t"] for w in waiters)
+        time.sleep(ttl * 3 / 1000 - (now() - sc.events[-1]["t"]) / 1e9)
+        proxy.resume()
+        sc.event("resume")
+        margins.append((entered - lost["t"]) / MS)
+        assert lost["t"] <= entered, f"{lang} holder told lost {-margins[-1]:.1f} ms after a waiter entered"
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        "wire stalled for 3 leases under the holder (py, node, cli)",
+        {"lease ms": ttl, "told lost before the next holder entered, ms": [round(m, 1) for m in margins]},
+    )
+
+
+def test_connections_cut_again_and_again(scenario: Scenario, proxy: Proxy) -> None:
+    """Every connection (commands and pub/sub) is reset every 150 ms while
+    locks change hands: operations retry on a fresh connection, waiters are
+    not stranded, nothing overlaps."""
+    sc = scenario
+    contend(sc, [sc.lock_name("cut-wire")], for_ms=2500, ttl_ms=1000, hold_ms=[20, 200], timeout_ms=5000, url=proxy.url)
+    cut = 0
+    deadline = time.monotonic() + 2.2
+    while time.monotonic() < deadline:
+        time.sleep(0.15)
+        cut += proxy.cut()
+    sc.finish(within=30)
+    assert cut > 0
+    assert_clean(sc, "every connection reset every 150 ms", {"connections reset": cut, "cuts": proxy.cuts})
+
+
+def test_a_gil_hogging_thread_does_not_delay_renewals(scenario: Scenario) -> None:
+    """While a Python holder's own thread keeps the GIL for six renewal
+    periods, the watchdog (in Rust, needing no GIL) renews on time: the lease
+    never drops below two thirds of its length and is never lost."""
+    sc = scenario
+    ttl = 300
+    name = sc.lock_name("gil")
+    hog = sc.worker("py", names=[name], ttl_ms=ttl, hold_ms=[2000, 2000], hog=True, rounds=1)
+    sc.go(hog)
+    sc.wait_record(hog, lambda r: r["e"] == "enter", within=10)
+    waiters = [sc.worker(o, names=[name], ttl_ms=ttl, timeout_ms=5000, hold_ms=[10, 30], rounds=1) for o in others("py")]
+    sc.go(*waiters)
+    lowest, samples = ttl, 0
+    while hog.proc.poll() is None and not any(r["e"] == "exit" for r in sc.records(hog)):
+        left = sc.server.redis.pttl(sc.key(name))
+        if left > 0:
+            lowest, samples = min(lowest, left), samples + 1
+        time.sleep(0.005)
+    sc.finish(within=20)
+    records = sc.records(hog)
+    exit = next(r for r in records if r["e"] == "exit")
+    assert exit["out"] == "released", exit
+    enter, first_step = (next(r for r in records if r["e"] == e) for e in ("enter", "step"))
+    assert first_step["t"] - enter["t"] > 1900 * MS, "the hog kept the holder's own thread out"
+    assert samples > 100 and lowest > ttl * 2 / 3 - 50, f"lease fell to {lowest} ms of {ttl}"
+    assert_clean(
+        sc,
+        "GIL held by a Python thread for 2 s while holding",
+        {"lease ms": ttl, "lowest remaining lease seen ms": lowest, "PTTL samples": samples},
+    )
+
+
+def test_100_000_cycles_then_nothing_is_renewed(scenario: Scenario) -> None:
+    """100 000 acquire/release cycles by Python, Node and CLI workers on 8
+    shared names (some holdings last a renewal period, so releases race the
+    watchdog). Then, with every client still open, no lock key is left and no
+    script call reaches Redis for three renewal periods: the watchdog stops
+    renewing with release."""
+    sc = scenario
+    ttl = 300
+    names = [sc.lock_name(f"cycle-{i}") for i in range(8)]
+    plan = {"py": [22_000, 22_000], "node": [28_000, 28_000]}
+    cyclers = [
+        sc.worker(lang, names=names, ttl_ms=ttl, timeout_ms=10_000, cycles=n, slow_every=1000)
+        for lang, counts in plan.items()
+        for n in counts
+    ]
+    cli = sc.worker("cli", names=names, ttl_ms=ttl, timeout_ms=10_000, rounds=150, hold_ms=[0, 0], step_ms=1)
+    started = time.monotonic()
+    sc.go()
+    for w in cyclers:
+        w.expect("cycled", within=170)
+    cli.proc.wait(60)  # the CLI worker ends on its own after its rounds
+    elapsed = time.monotonic() - started
+    r = sc.server.redis
+    calls = lambda: sum(v["calls"] for k, v in r.info("commandstats").items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+    before = calls()
+    keys = list(r.scan_iter(match="rlock:*", count=1000))
+    held = [k for k in keys if r.type(k) == "hash"]
+    pttls = {k: r.pttl(k) for k in held}
+    time.sleep(3 * ttl / 3000 + 0.1)  # three renewal periods: the window being measured
+    renewals = calls() - before
+    refreshed = [k for k in held if r.pttl(k) >= pttls[k]]
+    for w in cyclers:
+        w.send("exit")
+    sc.finish(within=30)
+    report = sc.check()
+    cycles = sum(1 for rec in sc.records() if rec["e"] == "cycle")
+    errors = [rec for rec in sc.records() if str(rec.get("out", "")).startswith("error") or rec.get("out") == "timeout"]
+    assert cycles + 150 >= 100_000, cycles
+    assert not errors, errors[:5]
+    assert held == [] and refreshed == [], (held, refreshed)
+    assert renewals == 0, f"{renewals} script calls after every lock was released"
+    assert_clean(
+        sc,
+        "100 000 acquire/release cycles",
+        {
+            "cycles": cycles + 150,
+            "seconds": round(elapsed, 1),
+            "lock keys left": len(held),
+            "script calls in the 3 renewal periods after": renewals,
+            "slow handoffs": report.figures.get("slow handoffs", 0),
+        },
+    )

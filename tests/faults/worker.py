@@ -1,0 +1,219 @@
+"""A Python worker of the fault suite (sync or asyncio face of `rlock`).
+
+Run as `python worker.py CONFIG_JSON`. It connects, prints `ready`, waits for
+`go` on stdin, then takes its locks round after round, appending one JSON line
+per event to its records file, stamped with CLOCK_MONOTONIC (comparable with
+every other worker's stamps on this machine):
+
+  wait    before asking for a lock            exit    after releasing (out: released | lost | error:...)
+  enter   the lock is held (tok: its token)   waited  gave up without it (out: timeout | error:...)
+  step    a moment the holder still believed it held the lock (stamped *before*
+          asking `lost`) and wrote its token to the fenced storage (ok: accepted)
+  lost    the first moment the holder saw it was told the lease had ended
+
+In cycles mode it only takes and releases (one `cycle` line each), then prints
+`cycled` and keeps its client open until told `exit`, so the suite can watch
+that nothing renews after release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import socket
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import rlock
+
+MS = 1_000_000
+now = time.monotonic_ns
+cfg: Dict[str, Any] = json.loads(sys.argv[1])
+rng = random.Random(cfg.get("seed"))
+out = open(cfg["records"], "a", buffering=1)
+
+
+def rec(**fields: Any) -> None:
+    fields["w"] = cfg["id"]
+    out.write(json.dumps(fields, separators=(",", ":")) + "\n")
+
+
+class Storage:
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(path)
+        self.file = self.sock.makefile("rwb", buffering=0)
+
+    def write(self, name: str, token: int) -> bool:
+        self.sock.sendall(f"{name} {token} {cfg['id']}\n".encode())
+        return self.file.readline() == b"ok\n"
+
+
+def seconds(ms: Optional[float]) -> Optional[float]:
+    return None if ms is None else ms / 1000
+
+
+def hold_ms() -> float:
+    lo, hi = cfg.get("hold_ms", [0, 0])
+    return rng.uniform(lo, hi)
+
+
+def pause() -> None:
+    lo, hi = cfg.get("gap_ms", [0, 0])
+    if hi:
+        time.sleep(rng.uniform(lo, hi) / 1000)
+
+
+def rounds() -> Any:
+    """Round numbers while the worker should start another round: `rounds`
+    of them, or as many as start within `for_ms` of `go`."""
+    n = 0
+    until = now() + int(cfg.get("for_ms", 1e9) * MS)
+    while n < cfg.get("rounds", 1 << 60) and now() < until:
+        yield n
+        n += 1
+
+
+def hog_gil(until: int) -> threading.Thread:
+    """A thread that keeps the GIL until `until`: pure bytecode with a switch
+    interval so long the interpreter never asks it to yield."""
+
+    def spin() -> None:
+        x = 0
+        while now() < until:
+            x += 1
+
+    sys.setswitchinterval(1000)
+    t = threading.Thread(target=spin)
+    t.start()
+    return t
+
+
+def hold(name: str, held: Any, storage: Storage, sleep: Callable[[float], Any]) -> Any:
+    """The critical section, as a generator of sleeps (shared by both faces)."""
+    tok = held.fencing_token
+    start = now()
+    rec(e="enter", n=name, tok=tok, t=start)
+    end = start + int(hold_ms() * MS)
+    if cfg.get("hog"):
+        hog_gil(end).join()
+        sys.setswitchinterval(0.005)
+    while True:
+        t = now()
+        if held.lost:
+            rec(e="lost", n=name, tok=tok, t=t)
+            return
+        rec(e="step", n=name, tok=tok, t=t, ok=storage.write(name, tok))
+        if t >= end:
+            return
+        yield sleep(cfg.get("step_ms", 5) / 1000)
+
+
+def error_out(e: BaseException) -> str:
+    return f"error:{type(e).__name__}:{e}"[:300]
+
+
+def run_sync(client: rlock.Client, storage: Storage) -> None:
+    for _ in rounds():
+        name = rng.choice(cfg["names"])
+        rec(e="wait", n=name, t=now())
+        entered = False
+        tok = None
+        try:
+            with client.lock(name, ttl=cfg["ttl_ms"] / 1000, timeout=seconds(cfg.get("timeout_ms"))) as held:
+                entered, tok = True, held.fencing_token
+                for _ in hold(name, held, storage, time.sleep):
+                    pass
+            rec(e="exit", n=name, tok=tok, t=now(), out="released")
+        except rlock.LockTimeout:
+            rec(e="waited", n=name, t=now(), out="timeout")
+        except rlock.LockLost:
+            rec(e="exit", n=name, tok=tok, t=now(), out="lost")
+        except Exception as e:  # reported, never fatal: the checker judges it
+            rec(e="exit" if entered else "waited", n=name, tok=tok, t=now(), out=error_out(e))
+        pause()
+
+
+async def run_async(client: rlock.AsyncClient, storage: Storage) -> None:
+    for _ in rounds():
+        name = rng.choice(cfg["names"])
+        rec(e="wait", n=name, t=now())
+        entered = False
+        tok = None
+        try:
+            async with client.lock(name, ttl=cfg["ttl_ms"] / 1000, timeout=seconds(cfg.get("timeout_ms"))) as held:
+                entered, tok = True, held.fencing_token
+                for s in hold(name, held, storage, asyncio.sleep):
+                    await s
+            rec(e="exit", n=name, tok=tok, t=now(), out="released")
+        except rlock.LockTimeout:
+            rec(e="waited", n=name, t=now(), out="timeout")
+        except rlock.LockLost:
+            rec(e="exit", n=name, tok=tok, t=now(), out="lost")
+        except Exception as e:
+            rec(e="exit" if entered else "waited", n=name, tok=tok, t=now(), out=error_out(e))
+        pause()
+
+
+def run_cycles(client: rlock.Client) -> None:
+    """Take and release as fast as possible; every `slow_every`-th holding lasts
+    about a renewal period, so releases race the watchdog's renewals."""
+    names: List[str] = cfg["names"]
+    locks = {n: client.lock(n, ttl=cfg["ttl_ms"] / 1000, timeout=seconds(cfg.get("timeout_ms"))) for n in names}
+    slow_every = cfg.get("slow_every", 0)
+    period = cfg["ttl_ms"] / 3000
+    rows = []
+    for i in range(cfg["cycles"]):
+        name = names[rng.randrange(len(names))]
+        lock = locks[name]
+        t0 = now()
+        try:
+            if not lock.acquire():
+                rows.append({"e": "waited", "n": name, "t0": t0, "t": now(), "out": "timeout"})
+                continue
+        except Exception as e:
+            rows.append({"e": "waited", "n": name, "t0": t0, "t": now(), "out": error_out(e)})
+            continue
+        t1 = now()
+        tok = lock.fencing_token
+        if slow_every and i % slow_every == slow_every - 1:
+            time.sleep(period * rng.uniform(0.9, 1.1))
+        t2 = now()
+        try:
+            lock.release()
+            status = "released"
+        except Exception as e:
+            status = error_out(e)
+        rows.append({"e": "cycle", "n": name, "tok": tok, "t0": t0, "t1": t1, "t2": t2, "t": now(), "out": status})
+    for row in rows:
+        rec(**row)
+
+
+def main() -> None:
+    flavour = cfg.get("flavour", "sync")
+    client = (rlock.AsyncClient if flavour == "async" else rlock.Client)(cfg["url"])
+    storage = Storage(cfg["storage"])
+    # Connect before saying ready, so start-up costs stay out of the scenario.
+    probe = client.lock(cfg["names"][0]).locked()
+    if flavour == "async":
+        asyncio.run(probe)  # type: ignore[arg-type]
+    print("ready", flush=True)
+    assert sys.stdin.readline().strip() == "go"
+    if "cycles" in cfg:
+        run_cycles(client)  # type: ignore[arg-type]
+        print("cycled", flush=True)
+        sys.stdin.readline()
+    elif flavour == "async":
+        asyncio.run(run_async(client, storage))  # type: ignore[arg-type]
+    else:
+        run_sync(client, storage)  # type: ignore[arg-type]
+    client.close()
+    out.close()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
