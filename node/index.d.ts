@@ -3,6 +3,10 @@
 export interface ConnectOptions {
   /** Prefix of every key: `PREFIX:{NAME}`. Default `'rlock'`. */
   prefix?: string
+  /** The URLs are seed nodes of one Redis Cluster (not independent Redlock masters). Default false. */
+  cluster?: boolean
+  /** The CA certificate (PEM text or bytes) that signed the servers' certificates, for `rediss://` with a private CA. */
+  tlsCa?: string | Uint8Array
 }
 
 export interface LockOptions {
@@ -14,6 +18,12 @@ export interface LockOptions {
   autoRenew?: boolean
   /** Cap on the total hold time: renewal stops so the lease ends by then. */
   maxHoldMs?: number
+  /**
+   * After each acquisition and extension, wait (`WAIT`) until this many
+   * replicas have it; an acquisition fewer acknowledged is undone and retried,
+   * so a wait that ends that way rejects `LockTimeoutError`.
+   */
+  syncReplicas?: number
 }
 
 export interface UsingOptions extends LockOptions {
@@ -28,8 +38,13 @@ export interface AcquireOptions {
 
 export declare class Client {
   private constructor()
-  /** Connects to `url` (default: `REDIS_URL`, else `redis://127.0.0.1:6379`). */
-  static connect(url?: string, options?: ConnectOptions): Promise<Client>
+  /**
+   * Connects to `url` (default: `REDIS_URL`, else `redis://127.0.0.1:6379`):
+   * `redis://`, `rediss://` or `redis+sentinel://host:port[,host:port]/service[/db]`.
+   * An array of URLs is a Redlock over independent masters (each lock held on
+   * a majority), or with `{ cluster: true }` the seeds of one Redis Cluster.
+   */
+  static connect(url?: string | readonly string[], options?: ConnectOptions): Promise<Client>
   /** A lock owned by a new handle. Bad options throw here, before any I/O. */
   lock(name: string, options?: LockOptions): Lock
   /**

@@ -107,6 +107,22 @@ function optionsObject(options, what) {
   return options
 }
 
+/** One URL or an array of them, as the native side takes it. */
+function urlList(url) {
+  if (url === undefined || url === null) return undefined
+  if (typeof url === 'string') return [url]
+  expect(Array.isArray(url), 'url', 'a string or an array of strings', url)
+  url.forEach((u, i) => expect(typeof u === 'string', `url[${i}]`, 'a string', u))
+  return url
+}
+
+function pem(tlsCa) {
+  if (tlsCa === undefined || tlsCa === null) return undefined
+  if (typeof tlsCa === 'string') return Buffer.from(tlsCa)
+  expect(tlsCa instanceof Uint8Array, 'tlsCa', 'a PEM string or Buffer', tlsCa)
+  return Buffer.from(tlsCa.buffer, tlsCa.byteOffset, tlsCa.byteLength)
+}
+
 function checkSignal(signal) {
   const ok =
     signal !== null &&
@@ -127,13 +143,17 @@ class Client {
 
   /**
    * Connects to Redis: `url` defaults to `REDIS_URL`, else
-   * `redis://127.0.0.1:6379`.
+   * `redis://127.0.0.1:6379`. An array of URLs is a Redlock over independent
+   * masters, or with `{ cluster: true }` the seeds of one Redis Cluster.
+   * `tlsCa`: the PEM (string or Buffer) of a private CA for `rediss://`.
    */
   static async connect(url, options) {
-    expect(url === undefined || url === null || typeof url === 'string', 'url', 'a string', url)
-    const { prefix } = optionsObject(options, 'options')
+    const urls = urlList(url)
+    const { prefix, cluster = false, tlsCa } = optionsObject(options, 'options')
     expect(prefix === undefined || typeof prefix === 'string', 'prefix', 'a string', prefix)
-    const connected = await native.connect(url ?? undefined, prefix, makeError)
+    expect(typeof cluster === 'boolean', 'cluster', 'a boolean', cluster)
+    const ca = pem(tlsCa)
+    const connected = await native.connect(urls, prefix, cluster, ca, makeError)
     return new Client(CONSTRUCT, connected)
   }
 
@@ -144,9 +164,10 @@ class Client {
     const ttlMs = optionalNumber(opts, 'ttlMs')
     const timeoutMs = optionalNumber(opts, 'timeoutMs')
     const maxHoldMs = optionalNumber(opts, 'maxHoldMs')
+    const syncReplicas = optionalNumber(opts, 'syncReplicas')
     const autoRenew = opts.autoRenew ?? true
     expect(typeof autoRenew === 'boolean', 'autoRenew', 'a boolean', autoRenew)
-    const nativeLock = this.#native.lock(name, ttlMs, autoRenew, maxHoldMs, timeoutMs)
+    const nativeLock = this.#native.lock(name, ttlMs, autoRenew, maxHoldMs, timeoutMs, syncReplicas)
     return new Lock(CONSTRUCT, nativeLock, name)
   }
 

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use rlock_core::{Client, ClientOptions, LockOptions, Unit, Wait};
+use rlock_core::{validate, Client, ClientOptions, Error, LockOptions, Unit, Wait};
 
 use crate::error::{ErrorFactory, Errors, Failure};
 use crate::lock::NativeLock;
@@ -17,24 +17,30 @@ pub struct NativeClient {
     errors: Arc<Errors>,
 }
 
-/// Connects to `url` (`REDIS_URL` or the default when absent). `make_error`
-/// is the face's error factory; every error of this client is built by it.
+/// Connects to `urls` (`REDIS_URL` or the default when absent): one URL,
+/// several masters (Redlock), or with `cluster` the seeds of a Cluster.
+/// `tls_ca` is the PEM of a private CA for `rediss://`. `make_error` is the
+/// face's error factory; every error of this client is built by it.
 #[napi(catch_unwind)]
 pub fn connect<'env>(
     env: &'env Env,
-    url: Option<String>,
+    urls: Option<Vec<String>>,
     prefix: Option<String>,
+    cluster: bool,
+    tls_ca: Option<Buffer>,
     make_error: ErrorFactory,
 ) -> napi::Result<PromiseRaw<'env, NativeClient>> {
     let errors = Errors::new(make_error);
-    let url = url.unwrap_or_else(Client::default_url);
-    let options = match prefix {
-        Some(p) => ClientOptions::default().prefix(p),
-        None => ClientOptions::default(),
-    };
+    let urls = urls.unwrap_or_else(|| vec![Client::default_url()]);
+    let mut options = ClientOptions::default()
+        .cluster(cluster)
+        .tls_ca_pem(tls_ca.map(|pem| pem.to_vec()));
+    if let Some(p) = prefix {
+        options = options.prefix(p);
+    }
     errors.clone().promise(
         env,
-        async move { Ok(Client::connect_with(&url, options).await?) },
+        async move { Ok(Client::connect_urls(&urls, options).await?) },
         move |inner| NativeClient { inner, errors },
     )
 }
@@ -44,6 +50,7 @@ impl NativeClient {
     /// A lock owned by a new handle. Every option is checked here, before
     /// any I/O, so bad options throw at `client.lock()`.
     #[napi(catch_unwind)]
+    #[allow(clippy::too_many_arguments)] // the face's options, one each
     pub fn lock(
         &self,
         env: &Env,
@@ -52,9 +59,17 @@ impl NativeClient {
         auto_renew: bool,
         max_hold_ms: Option<f64>,
         timeout_ms: Option<f64>,
+        sync_replicas: Option<f64>,
     ) -> napi::Result<NativeLock> {
-        self.make_lock(&name, ttl_ms, auto_renew, max_hold_ms, timeout_ms)
-            .map_err(|f| self.errors.to_js(env, f))
+        self.make_lock(
+            &name,
+            ttl_ms,
+            auto_renew,
+            max_hold_ms,
+            timeout_ms,
+            sync_replicas,
+        )
+        .map_err(|f| self.errors.to_js(env, f))
     }
 
     fn make_lock(
@@ -64,9 +79,15 @@ impl NativeClient {
         auto_renew: bool,
         max_hold_ms: Option<f64>,
         timeout_ms: Option<f64>,
+        sync_replicas: Option<f64>,
     ) -> Result<NativeLock, Failure> {
-        let options = LockOptions::parse(ttl_ms, auto_renew, max_hold_ms, Unit::Millis)
+        let replicas = sync_replicas
+            .map(replica_count)
+            .transpose()
             .map_err(Failure::OutOfRange)?;
+        let options = LockOptions::parse(ttl_ms, auto_renew, max_hold_ms, Unit::Millis)
+            .map_err(Failure::OutOfRange)?
+            .sync_replicas(replicas);
         let wait = Wait::parse(true, timeout_ms, Unit::Millis).map_err(Failure::OutOfRange)?;
         let lock = self.inner.lock_with(name, options)?;
         Ok(NativeLock::new(lock, wait, self.errors.clone()))
@@ -78,4 +99,19 @@ impl NativeClient {
     pub fn close(&self) {
         self.inner.close();
     }
+}
+
+/// A JS number as a replica count: a whole number, its range checked by the
+/// core.
+fn replica_count(k: f64) -> rlock_core::Result<u32> {
+    if k.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&k) {
+        return Err(Error::InvalidArgument(format!(
+            "syncReplicas must be a whole number of replicas (1 or more), got {k}"
+        )));
+    }
+    let n = k as u32;
+    validate::replicas(n).map_err(|_| {
+        Error::InvalidArgument(format!("syncReplicas must be between 1 and 100, got {k}"))
+    })?;
+    Ok(n)
 }

@@ -85,6 +85,28 @@ test('bad URLs and prefixes reject Client.connect() with ERR_INVALID_ARG', async
   assert.doesNotMatch(`${err.message} ${err.stack}`, /hunter2/)
 })
 
+test('bad URL lists and deployment options reject Client.connect() with ERR_INVALID_ARG', async () => {
+  await assert.rejects(Client.connect([]), invalid(TypeError))
+  await assert.rejects(Client.connect([redis.url, 6379]), invalid(TypeError))
+  await assert.rejects(Client.connect([redis.url, 'redis://127.0.0.1:1/notadb']), invalid(TypeError))
+  await assert.rejects(Client.connect({ url: redis.url }), invalid(TypeError))
+  await assert.rejects(Client.connect(redis.url, { cluster: 'yes' }), invalid(TypeError))
+  await assert.rejects(Client.connect(redis.url, { tlsCa: 42 }), invalid(TypeError))
+  // A CA is for TLS: refused for a redis:// URL rather than ignored.
+  await assert.rejects(Client.connect(redis.url, { tlsCa: 'PEM' }), invalid(TypeError))
+})
+
+test('bad syncReplicas throws at client.lock() with ERR_INVALID_ARG', () => {
+  for (const syncReplicas of [0, -1, 1.5, 101, NaN, Infinity]) {
+    assert.throws(() => client.lock('x', { syncReplicas }), invalid(RangeError), String(syncReplicas))
+  }
+  for (const syncReplicas of ['1', true, null]) {
+    assert.throws(() => client.lock('x', { syncReplicas }), invalid(TypeError), String(syncReplicas))
+  }
+  assert.throws(() => client.lock('x', { syncReplicas: 0 }), /syncReplicas/)
+  assert.ok(client.lock('x', { syncReplicas: 2 }))
+})
+
 test('an unreachable Redis rejects ERR_LOCK_CONNECTION without showing the password', async () => {
   const port = await freePort() // nothing listens there
   const err = await Client.connect(`redis://user:hunter2@127.0.0.1:${port}`).catch((e) => e)

@@ -16,6 +16,13 @@ export async function usage(): Promise<number> {
   const client: Client = await Client.connect('redis://127.0.0.1:6379', { prefix: 'app' })
   const fromEnv: Client = await Client.connect()
   await fromEnv.close()
+  const redlock: Client = await Client.connect(['redis://a:6379', 'redis://b:6379', 'redis://c:6379'])
+  const seeds: readonly string[] = ['redis://a:7000', 'redis://b:7000']
+  const cluster: Client = await Client.connect(seeds, { cluster: true, prefix: 'app' })
+  const tls: Client = await Client.connect('rediss://db:6380', { tlsCa: '-----BEGIN CERTIFICATE-----' })
+  const tlsBytes: Client = await Client.connect('rediss://db:6380', { tlsCa: new Uint8Array(0) })
+  const replicated: Lock = redlock.lock('x', { syncReplicas: 1 })
+  void [cluster, tls, tlsBytes, replicated]
 
   const options: LockOptions = { ttlMs: 10_000, timeoutMs: 3_000, autoRenew: true, maxHoldMs: 60_000 }
   const lock: Lock = client.lock('product:1001', options)
@@ -63,6 +70,12 @@ export async function usage(): Promise<number> {
   client.lock('x', { ttlMs: '1000' })
   // @ts-expect-error options are the documented ones
   client.lock('x', { ttl: 1000 })
+  // @ts-expect-error syncReplicas is a number of replicas
+  client.lock('x', { syncReplicas: true })
+  // @ts-expect-error cluster is a boolean
+  await Client.connect(seeds, { cluster: 'yes' })
+  // @ts-expect-error URLs are strings
+  await Client.connect([6379])
   // @ts-expect-error a lock name is a string
   client.lock(1001)
   // @ts-expect-error release() resolves with nothing
