@@ -3,17 +3,21 @@ failures are rlock.ConnectionError, fast, and never show a password."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import inspect
 import math
 import os
 import pathlib
+import threading
 import time
-from typing import Any, Dict
+from functools import partial
+from typing import Any, Callable, Dict, Iterator, List, Tuple, Type
 
 import pytest
 
 import rlock
-from conftest import RedisServer, free_port
+from conftest import Monitor, RedisServer, free_port
 
 # Nothing listens there: an argument error raised through this client proves
 # that no connection was attempted first.
@@ -25,67 +29,174 @@ def nowhere() -> rlock.Client:
     return rlock.Client(NOWHERE)
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"ttl": 0},
-        {"ttl": -1},
-        {"ttl": math.nan},
-        {"ttl": math.inf},
-        {"ttl": 1e12},
-        {"timeout": -0.5},
-        {"timeout": math.nan},
-        {"max_hold": 0},
-        {"max_hold": -3},
-    ],
-    ids=repr,
+# The invalid-argument matrix: every public entry point, every argument, each
+# bad value with the exception it must raise. Each row runs against a client
+# already connected to a real server, under a deadline, and must send nothing
+# to Redis. Huge ints (10**400) are not rows yet: they raise OverflowError.
+MIB = 1024 * 1024
+Bad = List[Tuple[Any, Type[Exception]]]
+Row = Tuple[str, Callable[[rlock.Client, rlock.AsyncClient], Any], Type[Exception]]
+NOT_NUMBERS: Bad = [("10", TypeError), (b"1", TypeError), ([1], TypeError), (1j, TypeError), (object(), TypeError)]
+NON_FINITE: Bad = [(math.nan, ValueError), (math.inf, ValueError), (-math.inf, ValueError)]
+HUGE: Bad = [(1e300, ValueError), (2.0**64, ValueError), (400 * 86400, ValueError)]
+LEASES: Bad = [(0, ValueError), (-1, ValueError), (1e-9, ValueError)] + NON_FINITE + HUGE + NOT_NUMBERS
+WAITS: Bad = [(-0.5, ValueError), (-1e-9, ValueError)] + NON_FINITE + HUGE + NOT_NUMBERS
+NOT_BOOLS: Bad = [("yes", TypeError), (1, TypeError), (0.0, TypeError)]
+OPTIONS = (
+    [("ttl", v, e) for v, e in LEASES]
+    + [("max_hold", v, e) for v, e in LEASES]
+    + [("timeout", v, e) for v, e in WAITS]
+    + [(k, v, e) for k in ("blocking", "auto_renew") for v, e in NOT_BOOLS + [(None, TypeError)]]
 )
-def test_bad_lock_options_raise_ValueError_before_any_io(nowhere: rlock.Client, kwargs: Dict[str, Any]) -> None:
-    with pytest.raises(ValueError):
-        nowhere.lock("x", **kwargs)
-    with pytest.raises(ValueError):
-        rlock.AsyncClient(NOWHERE).lock("x", **kwargs)
-    with pytest.raises(ValueError):
-        rlock.synchronized("x", **kwargs)
+NAMES: Bad = [
+    ("", ValueError),
+    ("}starts-with-a-brace", ValueError),
+    ("x" * (MIB + 1), ValueError),
+    ("\u00e9" * (MIB // 2 + 1), ValueError),  # over 1 MiB of UTF-8
+    ("lone \udc80 surrogate", ValueError),
+    (42, TypeError),
+    (b"bytes", TypeError),
+    (None, TypeError),
+    (["x"], TypeError),
+]
+URLS: Bad = [
+    ("", ValueError),
+    ("not a url", ValueError),
+    ("http://127.0.0.1:6379", ValueError),
+    ("http://user:hunter2@127.0.0.1:1", ValueError),
+    ("REDIS://127.0.0.1", ValueError),
+    ("unix:///tmp/redis.sock", ValueError),
+    ("redis://", ValueError),
+    ("rediss://", ValueError),
+    ("redis+sentinel://", ValueError),
+    ("127.0.0.1:6379", ValueError),
+    ("redis://127.0.0.1:99999", ValueError),
+    ("redis://[::1", ValueError),
+    ("redis://host/notadb", ValueError),
+    ("redis://host/-1", ValueError),
+    ("redis://:@", ValueError),
+    (42, TypeError),
+    (b"redis://127.0.0.1", TypeError),
+]
+PREFIXES: Bad = [
+    ("", ValueError),
+    ("has space", ValueError),
+    ("{x}", ValueError),
+    ("tab\t", ValueError),
+    ("nul\0", ValueError),
+    ("p" * 257, ValueError),
+    (None, TypeError),
+    (5, TypeError),
+    (b"rlock", TypeError),
+]
 
 
-def test_bad_names_are_refused(nowhere: rlock.Client) -> None:
-    with pytest.raises(ValueError, match="empty"):
-        nowhere.lock("")
-    with pytest.raises(ValueError):
-        nowhere.lock("}starts-with-a-brace")
-    for not_a_str in (42, b"bytes", None):
-        with pytest.raises(TypeError):
-            nowhere.lock(not_a_str)  # type: ignore[arg-type]
+def short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} chars)"
 
 
-def test_wrong_types_raise_TypeError(nowhere: rlock.Client) -> None:
-    with pytest.raises(TypeError):
-        nowhere.lock("x", ttl="10")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        nowhere.lock("x", blocking="yes")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        rlock.Client(42)  # type: ignore[arg-type]
+def make_lock(c: rlock.Client, a: rlock.AsyncClient, entry: str, name: Any, **kw: Any) -> Any:
+    if entry == "Client.lock":
+        return c.lock(name, **kw)
+    if entry == "AsyncClient.lock":
+        return a.lock(name, **kw)
+    if entry == "rlock.lock":
+        return rlock.lock(name, **kw)
+    return rlock.synchronized(name, **kw)
 
 
-def test_acquire_arguments_are_checked_before_any_io(nowhere: rlock.Client) -> None:
-    lock = nowhere.lock("x")
-    with pytest.raises(ValueError, match="timeout"):
-        lock.acquire(timeout=-1)  # not "forever", unlike threading.Lock
-    with pytest.raises(ValueError):
-        lock.acquire(timeout=math.inf)
-    with pytest.raises(ValueError):
-        lock.extend(0)
+def call_lock(c: rlock.Client, a: rlock.AsyncClient, entry: str, method: str, **kw: Any) -> Any:
+    lock = c.lock("x") if entry == "Lock" else a.lock("x")
+    return getattr(lock, method)(**kw)
 
 
-def test_bad_urls_are_refused_by_the_constructor() -> None:
-    for url in ["http://127.0.0.1:6379", "redis://", "127.0.0.1:6379", "redis://host/notadb"]:
-        with pytest.raises(ValueError):
-            rlock.Client(url)
-        with pytest.raises(ValueError):
-            rlock.AsyncClient(url)
-    with pytest.raises(ValueError):
-        rlock.Client(NOWHERE, prefix="has space")
+def make_client(c: rlock.Client, a: rlock.AsyncClient, cls: Any, url: Any, **kw: Any) -> Any:
+    return cls(url, **kw)
+
+
+def matrix() -> Iterator[Row]:
+    """(entry point, call(client, aclient), expected) for every row."""
+    for entry in ("Client.lock", "AsyncClient.lock", "rlock.lock", "rlock.synchronized"):
+        for key, value, exc in OPTIONS:
+            yield f"{entry}({key}={short(value)})", partial(make_lock, entry=entry, name="x", **{key: value}), exc
+        for value, exc in NAMES:
+            yield f"{entry}({short(value)})", partial(make_lock, entry=entry, name=value), exc
+    for entry in ("Lock", "AsyncLock"):
+        for value, exc in WAITS:
+            yield f"{entry}.acquire(timeout={short(value)})", partial(call_lock, entry=entry, method="acquire", timeout=value), exc
+        for value, exc in NOT_BOOLS:
+            yield f"{entry}.acquire(blocking={short(value)})", partial(call_lock, entry=entry, method="acquire", blocking=value), exc
+        for value, exc in LEASES:
+            yield f"{entry}.extend({short(value)})", partial(call_lock, entry=entry, method="extend", ttl=value), exc
+    for cls in (rlock.Client, rlock.AsyncClient):
+        for value, exc in URLS:
+            yield f"{cls.__name__}({short(value)})", partial(make_client, cls=cls, url=value), exc
+        for value, exc in PREFIXES:
+            yield f"{cls.__name__}(prefix={short(value)})", partial(make_client, cls=cls, url=NOWHERE, prefix=value), exc
+        for value, exc in NOT_BOOLS:
+            yield f"{cls.__name__}(cluster={short(value)})", partial(make_client, cls=cls, url=NOWHERE, cluster=value), exc
+
+
+ROWS = list(matrix())
+
+
+@pytest.fixture(scope="module")
+def watched(server: RedisServer) -> Iterator[Tuple[rlock.Client, rlock.AsyncClient, Monitor]]:
+    """Clients already connected (so a stray command would show), the default
+    client pointed at the same server, and a MONITOR on it."""
+    old = os.environ.get("REDIS_URL")
+    os.environ["REDIS_URL"] = server.url
+    rlock._default = None
+    client, aclient = rlock.Client(server.url), rlock.AsyncClient(server.url)
+    client.lock("warm").locked()
+    asyncio.run(aclient.lock("warm").locked())
+    rlock.lock("warm").locked()
+    monitor = server.monitor()
+    yield client, aclient, monitor
+    monitor.close()
+    client.close()
+    aclient.close()
+    rlock._default = None
+    if old is None:
+        del os.environ["REDIS_URL"]
+    else:
+        os.environ["REDIS_URL"] = old
+
+
+@pytest.mark.parametrize("call, expected", [(c, e) for _, c, e in ROWS], ids=[r[0] for r in ROWS])
+def test_every_bad_argument_raises_a_typed_error_at_once_and_sends_nothing(
+    watched: Tuple[rlock.Client, rlock.AsyncClient, Monitor],
+    server: RedisServer,
+    call: Callable[[rlock.Client, rlock.AsyncClient], Any],
+    expected: Type[Exception],
+) -> None:
+    client, aclient, monitor = watched
+    keys = server.redis.dbsize()
+    monitor.mark()
+    outcome: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            result = call(client, aclient)
+            if inspect.isawaitable(result):
+                asyncio.run(result)  # type: ignore[arg-type]
+        except BaseException as e:  # a PanicException is a BaseException
+            outcome.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)
+    start = time.monotonic()
+    worker.start()
+    worker.join(5)
+    assert not worker.is_alive(), "the call hung"
+    assert outcome, "accepted"
+    assert type(outcome[0]) is expected or (
+        expected is ValueError and isinstance(outcome[0], UnicodeEncodeError)
+    ), f"{type(outcome[0]).__name__}: {outcome[0]}"
+    assert "hunter2" not in str(outcome[0])
+    assert time.monotonic() - start < 1, "refused before any I/O, so at once"
+    assert monitor.mark() == [], "nothing reached Redis"
+    assert server.redis.dbsize() == keys
 
 
 def test_unreachable_redis_is_a_fast_ConnectionError(nowhere: rlock.Client) -> None:
