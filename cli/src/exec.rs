@@ -32,6 +32,10 @@ pub struct ExecArgs {
     /// Make one attempt; exit 75 at once when the lock is busy.
     #[arg(long)]
     no_wait: bool,
+    /// After taking (and renewing) the lock, wait until K replicas have it;
+    /// an acquisition fewer acknowledged is undone and retried.
+    #[arg(long, value_name = "K")]
+    sync_replicas: Option<u32>,
     /// Seconds between SIGTERM and SIGKILL when the lease is lost.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     grace: f64,
@@ -45,6 +49,10 @@ pub struct ExecArgs {
 pub async fn run(args: ExecArgs) -> u8 {
     // Every argument is checked before any I/O.
     let checked = LockOptions::parse(Some(args.ttl), true, None, Unit::Seconds).and_then(|o| {
+        if let Some(k) = args.sync_replicas {
+            rlock_core::validate::replicas(k)?;
+        }
+        let o = o.sync_replicas(args.sync_replicas);
         let wait = Wait::parse(!args.no_wait, args.timeout, Unit::Seconds)?;
         let grace = rlock_core::validate::span("grace", args.grace, Unit::Seconds)?;
         rlock_core::validate::name(&args.name)?;
@@ -77,11 +85,17 @@ pub async fn run(args: ExecArgs) -> u8 {
     };
     let held = match held {
         Ok(h) => h,
-        Err(Error::Timeout { .. }) => {
+        Err(Error::Timeout { cause: None, .. }) => {
             eprintln!(
                 "rlock: lock {:?} is held by someone else; not running the command",
                 args.name
             );
+            return exit::NOT_ACQUIRED;
+        }
+        // Not acquired for another reason (a missed Redlock quorum, too few
+        // replicas): the cause says which.
+        Err(e @ Error::Timeout { .. }) => {
+            eprintln!("rlock: {e}; not running the command");
             return exit::NOT_ACQUIRED;
         }
         Err(e) => return fail(&e),

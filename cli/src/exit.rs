@@ -3,7 +3,8 @@
 
 use rlock_core::Error;
 
-/// The lock could not be had: busy with `--no-wait`, or the timeout passed.
+/// The lock could not be had: busy with `--no-wait`, the timeout passed, or
+/// no Redlock majority (or too few replicas) granted it in time.
 pub const NOT_ACQUIRED: u8 = 75; // EX_TEMPFAIL
 /// Redis unreachable, authentication refused.
 pub const UNAVAILABLE: u8 = 69; // EX_UNAVAILABLE
@@ -20,7 +21,8 @@ pub const TABLE: &str = "\
 Exit status:
   CMD's own     exec: CMD's exit status, or 128+N when CMD was killed by signal N
   0             status: the lock was shown (held or free)
-  75            the lock was not acquired (busy with --no-wait, or --timeout passed)
+  75            the lock was not acquired (busy with --no-wait, --timeout passed,
+                or no Redlock majority / too few --sync-replicas before it)
   69            Redis unreachable or authentication refused
   64            usage error (bad flag, bad value, bad URL)
   70            the lease was lost while CMD ran (CMD got SIGTERM, then SIGKILL)

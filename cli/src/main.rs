@@ -8,7 +8,9 @@ mod status;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use rlock_core::{Client, ClientOptions};
+use std::path::PathBuf;
+
+use rlock_core::{Client, ClientOptions, Error};
 
 #[derive(Parser)]
 #[command(name = "rlock", version, about = "Redis distributed lock: run a command while holding it, or inspect it", after_help = exit::TABLE)]
@@ -30,9 +32,19 @@ enum Command {
 /// Where the lock lives.
 #[derive(Args, Debug)]
 pub struct Connection {
-    /// Redis URL (redis:// or rediss://, user:password@, /db). Default: $REDIS_URL, else redis://127.0.0.1:6379.
+    /// Redis URL: redis://, rediss:// (TLS), user:password@, /db, or
+    /// redis+sentinel://host:port[,host:port]/service[/db]. Repeat it for a
+    /// Redlock over independent masters (the lock is held on a majority), or
+    /// with --cluster for the seed nodes of one Redis Cluster. Default:
+    /// $REDIS_URL, else redis://127.0.0.1:6379.
     #[arg(long, value_name = "URL")]
-    url: Option<String>,
+    url: Vec<String>,
+    /// The --url servers are seed nodes of one Redis Cluster.
+    #[arg(long)]
+    cluster: bool,
+    /// PEM file of the CA that signed the servers' certificates (rediss:// with a private CA).
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
     /// Key prefix (keys are PREFIX:{NAME}).
     #[arg(long, value_name = "P", default_value = rlock_core::DEFAULT_PREFIX)]
     prefix: String,
@@ -40,8 +52,21 @@ pub struct Connection {
 
 impl Connection {
     async fn connect(&self) -> rlock_core::Result<Client> {
-        let url = self.url.clone().unwrap_or_else(Client::default_url);
-        Client::connect_with(&url, ClientOptions::default().prefix(&self.prefix)).await
+        let urls = match self.url.as_slice() {
+            [] => vec![Client::default_url()],
+            given => given.to_vec(),
+        };
+        let tls_ca = match &self.tls_ca {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                Error::InvalidArgument(format!("cannot read --tls-ca {}: {e}", path.display()))
+            })?),
+            None => None,
+        };
+        let options = ClientOptions::default()
+            .prefix(&self.prefix)
+            .cluster(self.cluster)
+            .tls_ca_pem(tls_ca);
+        Client::connect_urls(&urls, options).await
     }
 }
 

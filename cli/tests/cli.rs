@@ -9,7 +9,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use rlock_core::{Client, LockOptions, Wait};
+use rlock_core::{Client, ClientOptions, LockOptions, Wait};
 use support::RedisServer;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
@@ -312,4 +312,236 @@ async fn an_unreachable_redis_exits_69_and_a_missing_command_127() {
         !redis.conn().exists::<_, bool>("rlock:{nf}").unwrap(),
         "released"
     );
+}
+
+/// `rlock SUBCOMMAND --url A --url B … ARGS`, with no `REDIS_URL` to fall back on.
+fn rlock_on(subcommand: &str, urls: &[String]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rlock"));
+    c.env_remove("REDIS_URL").arg(subcommand);
+    for url in urls {
+        c.args(["--url", url]);
+    }
+    c
+}
+
+fn urls(servers: &[RedisServer]) -> Vec<String> {
+    servers.iter().map(|s| s.url()).collect()
+}
+
+/// Three masters, a Redlock client holding `name` on them, and an `rlock
+/// exec` over the same three waiting for it (subscribed on every master).
+async fn redlock_exec_waiting(
+    name: &str,
+    exec_args: &[&str],
+) -> (Vec<RedisServer>, rlock_core::Lock, tokio::process::Child) {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let holder = Client::connect_urls(&urls(&masters), ClientOptions::default())
+        .await
+        .unwrap();
+    let held = holder
+        .lock_with(name, LockOptions::default().ttl(Duration::from_secs(30)))
+        .unwrap();
+    held.acquire(Wait::Once).await.unwrap();
+    let waiting = rlock_on("exec", &urls(&masters))
+        .args(exec_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let channel = format!("rlock:{{{name}}}:released");
+    assert!(
+        support::eventually(Duration::from_secs(10), || masters
+            .iter()
+            .all(|m| m.subscribers(&channel) == 1))
+        .await,
+        "rlock exec waits on every master"
+    );
+    (masters, held, waiting)
+}
+
+#[tokio::test]
+async fn redlock_exec_runs_the_command_with_one_master_of_three_down() {
+    let (mut masters, held, waiting) = redlock_exec_waiting(
+        "majority",
+        &["--timeout", "20", "majority", "--", "sh", "-c", "echo ran"],
+    )
+    .await;
+    masters[2].stop();
+    // Released on the two live masters; the waiter then gets two of three.
+    held.release().await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(15), waiting.wait_with_output())
+        .await
+        .expect("rlock exec finished")
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
+    for m in &masters[..2] {
+        assert!(!m.conn().exists::<_, bool>("rlock:{majority}").unwrap());
+    }
+}
+
+#[tokio::test]
+async fn redlock_exec_with_two_masters_of_three_down_exits_75_naming_the_quorum() {
+    let (mut masters, held, waiting) = redlock_exec_waiting(
+        "minority",
+        &["--timeout", "2", "minority", "--", "sh", "-c", "echo ran"],
+    )
+    .await;
+    masters[1].stop();
+    masters[2].stop();
+    // Free on the one live master: busy is not what stops it, the quorum is.
+    held.release().await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(15), waiting.wait_with_output())
+        .await
+        .expect("rlock exec finished")
+        .unwrap();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(stderr(&out).contains("quorum"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the command never ran");
+    assert!(!masters[0]
+        .conn()
+        .exists::<_, bool>("rlock:{minority}")
+        .unwrap());
+}
+
+#[tokio::test]
+async fn redlock_status_reports_the_majoritys_view() {
+    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let holder = Client::connect_urls(&urls(&masters), ClientOptions::default())
+        .await
+        .unwrap();
+    let lock = holder.lock("shared").unwrap();
+    let held = lock.acquire(Wait::Once).await.unwrap();
+    let out = rlock_on("status", &urls(&masters))
+        .args(["--json", "shared"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["held"], true);
+    assert_eq!(v["fence"], held.fencing_token);
+    let out = rlock_on("exec", &urls(&masters))
+        .args(["--no-wait", "shared", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn cluster_exec_and_status_work_against_a_three_master_cluster() {
+    let cluster = support::topology::RedisCluster::start(3, 0);
+    let seeds = cluster.seed_urls();
+    let cluster_cmd = |sub: &str| {
+        let mut c = rlock_on(sub, &seeds);
+        c.arg("--cluster");
+        c
+    };
+    for name in ["alpha", "beta", "gamma", "delta"] {
+        let out = cluster_cmd("exec")
+            .args([name, "--", "sh", "-c", "echo $RLOCK_FENCING_TOKEN"])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
+        let out = cluster_cmd("status")
+            .args(["--json", name])
+            .output()
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["held"], false, "{name}: released");
+        assert_eq!(v["fence_counter"], 1);
+    }
+    // The same lock as a Rust Cluster client's.
+    let client = Client::connect_urls(&seeds, ClientOptions::default().cluster(true))
+        .await
+        .unwrap();
+    let lock = client.lock("alpha").unwrap();
+    assert_eq!(lock.acquire(Wait::Once).await.unwrap().fencing_token, 2);
+    let out = cluster_cmd("exec")
+        .args(["--no-wait", "alpha", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn tls_ca_trusts_a_private_ca_and_without_it_exits_69() {
+    let server = RedisServer::start_tls();
+    let dir = scratch("tls");
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, server.tls_ca_pem().unwrap()).unwrap();
+    let url = [server.url()];
+    let out = rlock_on("exec", &url)
+        .args(["--tls-ca", ca.to_str().unwrap(), "tls", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = rlock_on("exec", &url)
+        .args(["tls", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let missing = dir.join("missing.pem");
+    let out = rlock_on("exec", &url)
+        .args(["--tls-ca", missing.to_str().unwrap(), "tls", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn sync_replicas_runs_with_a_replica_and_exits_75_without_one() {
+    // Diskless sync starts after a 5 s delay by default; one replica here.
+    let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let mut replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    support::topology::wait_until(Duration::from_secs(20), "replica in sync", || {
+        redis::cmd("INFO")
+            .arg("replication")
+            .query::<String>(&mut replica.conn())
+            .is_ok_and(|i| i.contains("master_link_status:up"))
+    });
+    let url = [primary.url()];
+    let out = rlock_on("exec", &url)
+        .args(["--sync-replicas", "1", "replicated", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    replica.stop();
+    let out = rlock_on("exec", &url)
+        .args([
+            "--sync-replicas",
+            "1",
+            "--ttl",
+            "2",
+            "--timeout",
+            "1",
+            "alone",
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(stderr(&out).contains("replicas"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the command never ran");
+    let out = rlock_on("exec", &url)
+        .args(["--sync-replicas", "0", "x", "--", "true"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
 }
