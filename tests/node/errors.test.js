@@ -1,6 +1,8 @@
 'use strict'
-// Errors: bad input throws TypeError/RangeError with ERR_INVALID_ARG before
-// any I/O; Redis failures are ERR_LOCK_CONNECTION; no password ever shows.
+// Errors: bad deployment options throw TypeError/RangeError with
+// ERR_INVALID_ARG before any I/O (every other bad argument is in
+// validation.test.js); Redis failures are ERR_LOCK_CONNECTION; no password
+// ever shows.
 
 const assert = require('node:assert/strict')
 const { test, before, after } = require('node:test')
@@ -25,65 +27,6 @@ function invalid(ErrorClass) {
     return true
   }
 }
-
-test('bad lock names and options throw at client.lock(), synchronously, before any I/O', async () => {
-  // Every command Redis ran but the INFO used to ask.
-  const commands = async () =>
-    (await redis.cli('INFO', 'commandstats'))
-      .split(/\r?\n/)
-      .filter((line) => line.startsWith('cmdstat_') && !line.startsWith('cmdstat_info:'))
-      .join('\n')
-  const before = await commands()
-  for (const name of ['', '}starts-with-brace']) {
-    assert.throws(() => client.lock(name), invalid(TypeError), JSON.stringify(name))
-  }
-  for (const name of [undefined, null, 42, {}, Symbol('x')]) {
-    assert.throws(() => client.lock(name), invalid(TypeError), String(name))
-  }
-  for (const ttlMs of [0, -1, NaN, Infinity, -Infinity, 1e15]) {
-    assert.throws(() => client.lock('x', { ttlMs }), invalid(RangeError), String(ttlMs))
-  }
-  for (const ttlMs of ['1000', null, true, 10n]) {
-    assert.throws(() => client.lock('x', { ttlMs }), invalid(TypeError), String(ttlMs))
-  }
-  assert.throws(() => client.lock('x', { timeoutMs: -1 }), invalid(RangeError))
-  assert.throws(() => client.lock('x', { timeoutMs: NaN }), invalid(RangeError))
-  assert.throws(() => client.lock('x', { timeoutMs: Infinity }), invalid(RangeError))
-  assert.throws(() => client.lock('x', { maxHoldMs: 0 }), invalid(RangeError))
-  assert.throws(() => client.lock('x', { autoRenew: 'yes' }), invalid(TypeError))
-  assert.throws(() => client.lock('x', 5), invalid(TypeError))
-  // The argument is named as the caller wrote it.
-  assert.throws(() => client.lock('x', { ttlMs: 0 }), /ttlMs/)
-  assert.throws(() => client.lock('x', { maxHoldMs: -5 }), /maxHoldMs/)
-  assert.throws(() => client.lock('x', { timeoutMs: -5 }), /timeoutMs/)
-  assert.equal(await commands(), before, 'no command reached Redis')
-})
-
-test('bad arguments of the async methods reject with ERR_INVALID_ARG', async () => {
-  const lock = client.lock('bad-args')
-  await assert.rejects(lock.extend(0), invalid(RangeError))
-  await assert.rejects(lock.extend(NaN), invalid(RangeError))
-  await assert.rejects(lock.extend('1000'), invalid(TypeError))
-  await assert.rejects(lock.acquire({ signal: 'no' }), invalid(TypeError))
-  await assert.rejects(lock.acquire(5), invalid(TypeError))
-  await assert.rejects(client.using('x', { ttlMs: 1000 }), invalid(TypeError))
-  await assert.rejects(client.using('', () => 1), invalid(TypeError))
-  assert.equal(await lock.isLocked(), false)
-})
-
-test('bad URLs and prefixes reject Client.connect() with ERR_INVALID_ARG', async () => {
-  for (const url of ['not a url', 'http://127.0.0.1:6379', 'redis://', 'redis://127.0.0.1:1/notadb']) {
-    await assert.rejects(Client.connect(url), invalid(TypeError), url)
-  }
-  await assert.rejects(Client.connect(6379), invalid(TypeError))
-  await assert.rejects(Client.connect(redis.url, { prefix: 'has space' }), invalid(TypeError))
-  await assert.rejects(Client.connect(redis.url, { prefix: '{x}' }), invalid(TypeError))
-  await assert.rejects(Client.connect(redis.url, { prefix: 7 }), invalid(TypeError))
-  // A malformed URL with a password never echoes it.
-  const err = await Client.connect('http://user:hunter2@127.0.0.1:1').catch((e) => e)
-  assert.equal(err.code, 'ERR_INVALID_ARG')
-  assert.doesNotMatch(`${err.message} ${err.stack}`, /hunter2/)
-})
 
 test('bad URL lists and deployment options reject Client.connect() with ERR_INVALID_ARG', async () => {
   await assert.rejects(Client.connect([]), invalid(TypeError))

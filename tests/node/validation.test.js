@@ -1,0 +1,196 @@
+'use strict'
+// The invalid-argument matrix: every public entry point, every argument, each
+// bad value with the error it must raise (a TypeError or RangeError with code
+// ERR_INVALID_ARG: thrown by client.lock(), a rejection from async methods).
+// Each row runs on a client already connected to a real server, under a
+// deadline, and must send nothing to Redis.
+
+const assert = require('node:assert/strict')
+const net = require('node:net')
+const { test } = require('node:test')
+const { Client } = require('../../node/index.js')
+const { serve } = require('./helper.js')
+
+const env = serve()
+const MIB = 1024 * 1024
+const YEAR_MS = 365 * 24 * 3600 * 1000
+
+const NOT_NUMBERS = [['1000', TypeError], [true, TypeError], [10n, TypeError], [{}, TypeError], [[1], TypeError]]
+const NON_FINITE = [[NaN, RangeError], [Infinity, RangeError], [-Infinity, RangeError]]
+const HUGE = [[1e300, RangeError], [2 ** 64, RangeError], [Number.MAX_SAFE_INTEGER + 2, RangeError], [YEAR_MS * 1.1, RangeError]]
+const LEASES = [[0, RangeError], [-0, RangeError], [-1, RangeError], [0.5, RangeError], ...NON_FINITE, ...HUGE, ...NOT_NUMBERS, [null, TypeError]]
+const WAITS = [[-1, RangeError], [-0.001, RangeError], ...NON_FINITE, ...HUGE, ...NOT_NUMBERS]
+const NOT_BOOLS = [['yes', TypeError], [0, TypeError], [1, TypeError], [{}, TypeError]]
+const NOT_OBJECTS = [[5, TypeError], ['x', TypeError], [true, TypeError], [() => ({}), TypeError]]
+const NAMES = [
+  ['', TypeError],
+  ['}starts-with-a-brace', TypeError],
+  ['x'.repeat(MIB + 1), TypeError],
+  ['\u00e9'.repeat(MIB / 2 + 1), TypeError], // over 1 MiB of UTF-8
+  [undefined, TypeError],
+  [null, TypeError],
+  [42, TypeError],
+  [{}, TypeError],
+  [['x'], TypeError],
+  [Symbol('x'), TypeError],
+  [new String('x'), TypeError], // eslint-disable-line no-new-wrappers
+]
+const URLS = [
+  ['', TypeError],
+  ['not a url', TypeError],
+  ['http://127.0.0.1:6379', TypeError],
+  ['http://user:hunter2@127.0.0.1:1', TypeError],
+  ['REDIS://127.0.0.1', TypeError],
+  ['unix:///tmp/redis.sock', TypeError],
+  ['redis://', TypeError],
+  ['rediss://', TypeError],
+  ['redis+sentinel://', TypeError],
+  ['127.0.0.1:6379', TypeError],
+  ['redis://127.0.0.1:99999', TypeError],
+  ['redis://[::1', TypeError],
+  ['redis://host/notadb', TypeError],
+  ['redis://host/-1', TypeError],
+  ['redis://:@', TypeError],
+  [42, TypeError],
+  [5n, TypeError],
+  [true, TypeError],
+]
+const PREFIXES = [
+  ['', TypeError],
+  ['has space', TypeError],
+  ['{x}', TypeError],
+  ['tab\t', TypeError],
+  ['nul\0', TypeError],
+  ['p'.repeat(257), TypeError],
+  [7, TypeError],
+  [null, TypeError],
+  [{}, TypeError],
+]
+const SIGNALS = [[null, TypeError], [{}, TypeError], [5, TypeError], ['abort', TypeError]]
+
+function show(value) {
+  if (typeof value === 'symbol' || typeof value === 'bigint') return `${String(value)}${typeof value === 'bigint' ? 'n' : ''}`
+  if (typeof value === 'function') return 'a function'
+  if (value instanceof String) return 'new String()'
+  const text = value === undefined ? 'undefined' : Number.isNaN(value) ? 'NaN' : JSON.stringify(value) ?? String(value)
+  return text.length > 40 ? `${text.slice(0, 20)}...(${text.length} chars)` : text
+}
+
+/** [label, (client) => the call, expected class, thrown synchronously?, a word the message has] */
+function* matrix() {
+  const lockOptions = [
+    ...LEASES.map(([v, e]) => ['ttlMs', v, e]),
+    ...WAITS.map(([v, e]) => ['timeoutMs', v, e]),
+    ...LEASES.filter(([v]) => v !== null).map(([v, e]) => ['maxHoldMs', v, e]),
+    ...NOT_BOOLS.map(([v, e]) => ['autoRenew', v, e]),
+  ]
+  for (const [key, value, expected] of lockOptions) {
+    // The message names the option as the caller wrote it.
+    yield [`client.lock('x', { ${key}: ${show(value)} })`, (c) => c.lock('x', { [key]: value }), expected, true, key]
+    yield [`client.using('x', { ${key}: ${show(value)} }, fn)`, (c) => c.using('x', { [key]: value }, () => 1), expected, false, key]
+  }
+  for (const [name, expected] of NAMES) {
+    yield [`client.lock(${show(name)})`, (c) => c.lock(name), expected, true]
+    yield [`client.using(${show(name)}, fn)`, (c) => c.using(name, () => 1), expected]
+  }
+  for (const [options, expected] of NOT_OBJECTS) {
+    yield [`client.lock('x', ${show(options)})`, (c) => c.lock('x', options), expected, true]
+  }
+  for (const [fn, expected] of [[undefined, TypeError], [5, TypeError], ['fn', TypeError]]) {
+    yield [`client.using('x', {}, ${show(fn)})`, (c) => c.using('x', {}, fn), expected]
+  }
+  for (const [signal, expected] of SIGNALS) {
+    yield [`lock.acquire({ signal: ${show(signal)} })`, (c) => c.lock('x').acquire({ signal }), expected]
+    yield [`client.using('x', { signal: ${show(signal)} }, fn)`, (c) => c.using('x', { signal }, () => 1), expected]
+  }
+  for (const [options, expected] of NOT_OBJECTS) {
+    yield [`lock.acquire(${show(options)})`, (c) => c.lock('x').acquire(options), expected]
+  }
+  for (const [ttlMs, expected] of LEASES) {
+    yield [`lock.extend(${show(ttlMs)})`, (c) => c.lock('x').extend(ttlMs), expected]
+  }
+  for (const [url, expected] of URLS) {
+    yield [`Client.connect(${show(url)})`, () => Client.connect(url), expected]
+  }
+  for (const [prefix, expected] of PREFIXES) {
+    yield [`Client.connect(url, { prefix: ${show(prefix)} })`, () => Client.connect(env.redis.url, { prefix }), expected]
+  }
+  for (const [options, expected] of NOT_OBJECTS) {
+    yield [`Client.connect(url, ${show(options)})`, () => Client.connect(env.redis.url, options), expected]
+  }
+}
+
+/** Calls Redis has run, but for the INFO and DBSIZE used to ask, over one connection. */
+function commandCounter(port) {
+  const socket = net.connect(port, '127.0.0.1')
+  let buffered = ''
+  let waiting = null
+  socket.setEncoding('utf8')
+  socket.on('data', (data) => {
+    buffered += data
+    const header = buffered.match(/^\$(\d+)\r\n/)
+    if (header && Buffer.byteLength(buffered) >= header[0].length + Number(header[1]) + 2) {
+      const body = buffered.slice(header[0].length)
+      buffered = ''
+      waiting(body)
+    }
+  })
+  return {
+    async count() {
+      const info = await new Promise((resolve) => {
+        waiting = resolve
+        socket.write('INFO commandstats\r\n')
+      })
+      return info
+        .split('\r\n')
+        .filter((line) => line.startsWith('cmdstat_') && !/^cmdstat_(info|dbsize):/.test(line))
+        .reduce((sum, line) => sum + Number(line.match(/calls=(\d+)/)[1]), 0)
+    },
+    close: () => socket.destroy(),
+  }
+}
+
+function withDeadline(promise, ms, what) {
+  let timer
+  const deadline = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}
+
+test('every bad argument of every entry point is a typed ERR_INVALID_ARG at once, and nothing reaches Redis', async (t) => {
+  const counter = commandCounter(env.redis.port)
+  await env.client.lock('warm').isLocked() // connected: a stray command would show
+  const keys = await env.redis.cli('DBSIZE')
+  try {
+    for (const [label, call, expected, sync, named] of matrix()) {
+      await t.test(label, async () => {
+        const before = await counter.count()
+        const start = process.hrtime.bigint()
+        let err
+        let threw = false
+        try {
+          const result = call(env.client)
+          err = await withDeadline(
+            Promise.resolve(result).then(() => assert.fail('accepted'), (e) => e),
+            5000,
+            label,
+          )
+        } catch (e) {
+          threw = true
+          err = e
+        }
+        assert.ok(err instanceof expected, `${err?.constructor?.name}: ${err?.message}`)
+        assert.equal(err.code, 'ERR_INVALID_ARG', err.message)
+        assert.equal(threw, sync === true, sync ? 'thrown, not a rejection' : 'a rejection, not thrown')
+        if (named) assert.match(err.message, new RegExp(named))
+        assert.doesNotMatch(`${err.message} ${err.stack}`, /hunter2/)
+        assert.ok(process.hrtime.bigint() - start < 1_000_000_000n, 'refused before any I/O, so at once')
+        assert.equal(await counter.count(), before, 'nothing reached Redis')
+      })
+    }
+  } finally {
+    counter.close()
+  }
+  assert.equal(await env.redis.cli('DBSIZE'), keys)
+})
