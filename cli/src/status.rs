@@ -16,6 +16,10 @@ pub struct StatusArgs {
 }
 
 pub async fn run(args: StatusArgs) -> u8 {
+    // A bad name is a usage error, before any I/O (not a connection error).
+    if let Err(e) = rlock_core::validate::name(&args.name) {
+        return fail(&e);
+    }
     let client = match args.connection.connect().await {
         Ok(c) => c,
         Err(e) => return fail(&e),

@@ -4,6 +4,8 @@
 #[path = "../../core/tests/support/mod.rs"]
 mod support;
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
@@ -253,29 +255,153 @@ async fn status_json_reports_held_and_free_locks() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("free"));
 }
 
+fn strs(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+/// The rows of the invalid-argument matrix: every subcommand, flag and
+/// argument with bad values (types, ranges, NaN/Infinity, huge values, empty
+/// names, malformed URLs). A name over 1 MiB cannot be a row: Linux refuses
+/// any single argument over 128 KiB (E2BIG) before rlock runs.
+fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
+    let over_a_year = (400 * 24 * 3600).to_string();
+    let long_prefix = "p".repeat(257);
+    let mut rows = Vec::new();
+    let numbers: [(&str, Vec<&str>); 4] = [
+        (
+            "--ttl",
+            vec![
+                "0",
+                "=-1",
+                "nan",
+                "inf",
+                "=-inf",
+                "1e400",
+                "1e-9",
+                "",
+                "abc",
+                "0x10",
+                "5s",
+                &over_a_year,
+            ],
+        ),
+        (
+            "--timeout",
+            vec![
+                "=-1",
+                "=-0.001",
+                "nan",
+                "inf",
+                "1e400",
+                "",
+                "abc",
+                &over_a_year,
+            ],
+        ),
+        ("--grace", vec!["=-1", "nan", "inf", "1e400", "", "abc"]),
+        ("--sync-replicas", vec!["0", "101", "=-1", "1.5", "abc"]),
+    ];
+    for (flag, values) in numbers {
+        for value in values {
+            // `--flag=-1`: a negative value, not a flag named -1.
+            let flag_value = match value.strip_prefix('=') {
+                Some(v) => vec![format!("{flag}={v}")],
+                None => vec![flag.to_owned(), value.to_owned()],
+            };
+            let mut row = strs(&["exec"]);
+            row.extend(flag_value.into_iter().map(OsString::from));
+            row.extend(strs(&["x", "--", "true"]));
+            rows.push(row);
+        }
+    }
+    for args in [
+        &["exec", "--no-wait", "--timeout", "1", "x", "--", "true"][..],
+        &["exec", "--ttl", "1", "--ttl", "2", "x", "--", "true"],
+        &["exec", "--bogus", "x", "--", "true"],
+        &["exec", "x"],
+        &["exec", "x", "--"],
+        &["status"],
+        &["status", "--json"],
+        &["frobnicate"],
+        &[],
+    ] {
+        rows.push(strs(args));
+    }
+    for sub in ["exec", "status"] {
+        let tail: &[&str] = if sub == "exec" { &["--", "true"] } else { &[] };
+        let with = |args: &[&str]| strs(&[&[sub], args, tail].concat());
+        for name in ["", "}starts-with-a-brace"] {
+            rows.push(with(&[name]));
+            // Refused as bad input even where Redis is unreachable.
+            rows.push(with(&["--url", unreachable, name]));
+        }
+        for url in [
+            "",
+            "not a url",
+            "http://127.0.0.1:6379",
+            "http://user:hunter2@127.0.0.1:1",
+            "REDIS://127.0.0.1",
+            "unix:///tmp/redis.sock",
+            "redis://",
+            "rediss://",
+            "redis+sentinel://",
+            "redis://127.0.0.1:99999",
+            "redis://[::1",
+            "redis://host/notadb",
+            "redis://host/-1",
+            "redis://:@",
+        ] {
+            rows.push(with(&["--url", url, "x"]));
+        }
+        for prefix in ["", "has space", "{x}", "tab\t", &long_prefix] {
+            rows.push(with(&["--prefix", prefix, "x"]));
+        }
+        rows.push(with(&["--tls-ca", "/no/such/ca.pem", "x"]));
+        // A name that is not UTF-8: refused by the argument parser.
+        let mut row = strs(&[sub]);
+        row.push(OsString::from_vec(vec![b'a', 0xff]));
+        row.extend(strs(tail));
+        rows.push(row);
+    }
+    rows
+}
+
+/// Each row of the matrix exits 64 (usage) without a panic, within a
+/// deadline, and sends nothing to Redis; so does a malformed $REDIS_URL.
 #[tokio::test]
 async fn bad_input_is_a_usage_error_and_nothing_reaches_redis() {
     let redis = RedisServer::start();
     let mut monitor = redis.monitor();
-    for args in [
-        vec!["exec", "--ttl", "0", "x", "--", "true"],
-        vec!["exec", "--ttl", "nan", "x", "--", "true"],
-        vec!["exec", "--ttl", "abc", "x", "--", "true"],
-        vec!["exec", "--timeout", "-1", "x", "--", "true"],
-        vec!["exec", "", "--", "true"],
-        vec!["exec", "}x", "--", "true"],
-        vec!["exec", "x"],
-        vec!["exec", "--bogus", "x", "--", "true"],
-        vec!["exec", "--url", "http://127.0.0.1:1", "x", "--", "true"],
-        vec!["exec", "--prefix", "a b", "x", "--", "true"],
-        vec!["status"],
-        vec!["frobnicate"],
-    ] {
-        let out = run(&redis, &args).await;
-        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
-        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    let unreachable = format!("redis://127.0.0.1:{}", support::free_port());
+    for args in bad_invocations(&unreachable) {
+        let out = tokio::time::timeout(Duration::from_secs(10), rlock(&redis).args(&args).output())
+            .await
+            .unwrap_or_else(|_| panic!("{args:?} hung"))
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(code(&out), 64, "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("hunter2"),
+            "{args:?}: {err}"
+        );
+        let sent = monitor.mark();
+        assert!(sent.is_empty(), "{args:?} reached Redis: {sent:?}");
+    }
+    for url in ["http://127.0.0.1:6379", "redis://host/notadb"] {
+        let out = rlock(&redis)
+            .env("REDIS_URL", url)
+            .args(["status", "x"])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(code(&out), 64, "REDIS_URL={url}: {}", stderr(&out));
     }
     assert!(monitor.mark().is_empty());
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut redis.conn())
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
     let help = run(&redis, &["--help"]).await;
     assert_eq!(code(&help), 0);
     let text = String::from_utf8_lossy(&help.stdout);
