@@ -19,7 +19,7 @@ export interface LockOptions {
   /** Cap on the total hold time: renewal stops so the lease ends by then. */
   maxHoldMs?: number
   /**
-   * After each acquisition and extension, wait (`WAIT`) until this many
+   * After each acquisition and each `extend()`, wait (`WAIT`) until this many
    * replicas have it; an acquisition fewer acknowledged is undone and retried,
    * so a wait that ends that way rejects `LockTimeoutError`.
    */

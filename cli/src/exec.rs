@@ -32,8 +32,8 @@ pub struct ExecArgs {
     /// Make one attempt; exit 75 at once when the lock is busy.
     #[arg(long)]
     no_wait: bool,
-    /// After taking (and renewing) the lock, wait until K replicas have it;
-    /// an acquisition fewer acknowledged is undone and retried.
+    /// After taking the lock, wait until K replicas have it; an acquisition
+    /// fewer acknowledged is undone and retried.
     #[arg(long, value_name = "K")]
     sync_replicas: Option<u32>,
     /// Seconds between SIGTERM and SIGKILL when the lease is lost.

@@ -376,7 +376,7 @@ class Client(_ClientBase):
         timeout: how long acquire() and ``with`` wait; None waits forever.
         blocking: False makes acquire() and ``with`` try exactly once.
         max_hold: cap on the total hold time; the lease is not renewed beyond it.
-        sync_replicas: after each acquisition and extension, wait (``WAIT``)
+        sync_replicas: after each acquisition and each extend(), wait (``WAIT``)
         until this many replicas have it; an acquisition fewer acknowledged is
         undone and retried, so a wait that ends that way is a timeout.
         """
