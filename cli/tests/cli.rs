@@ -450,6 +450,23 @@ fn rlock_on(subcommand: &str, urls: &[String]) -> Command {
     c
 }
 
+/// Runs `rlock SUBCOMMAND --url …  ARGS` to its end.
+async fn run_on(subcommand: &str, urls: &[String], args: &[&str]) -> Output {
+    rlock_on(subcommand, urls)
+        .args(args)
+        .output()
+        .await
+        .unwrap()
+}
+
+/// The output of an `rlock` started earlier, once it ends (within 15 s).
+async fn finished(child: tokio::process::Child) -> Output {
+    tokio::time::timeout(Duration::from_secs(15), child.wait_with_output())
+        .await
+        .expect("rlock finished")
+        .unwrap()
+}
+
 fn urls(servers: &[RedisServer]) -> Vec<String> {
     servers.iter().map(|s| s.url()).collect()
 }
@@ -495,10 +512,7 @@ async fn redlock_exec_runs_the_command_with_one_master_of_three_down() {
     masters[2].stop();
     // Released on the two live masters; the waiter then gets two of three.
     held.release().await.unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(15), waiting.wait_with_output())
-        .await
-        .expect("rlock exec finished")
-        .unwrap();
+    let out = finished(waiting).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
     for m in &masters[..2] {
@@ -517,10 +531,7 @@ async fn redlock_exec_with_two_masters_of_three_down_exits_75_naming_the_quorum(
     masters[2].stop();
     // Free on the one live master: busy is not what stops it, the quorum is.
     held.release().await.unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(15), waiting.wait_with_output())
-        .await
-        .expect("rlock exec finished")
-        .unwrap();
+    let out = finished(waiting).await;
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     assert!(stderr(&out).contains("quorum"), "{}", stderr(&out));
     assert!(out.stdout.is_empty(), "the command never ran");
@@ -538,20 +549,17 @@ async fn redlock_status_reports_the_majoritys_view() {
         .unwrap();
     let lock = holder.lock("shared").unwrap();
     let held = lock.acquire(Wait::Once).await.unwrap();
-    let out = rlock_on("status", &urls(&masters))
-        .args(["--json", "shared"])
-        .output()
-        .await
-        .unwrap();
+    let out = run_on("status", &urls(&masters), &["--json", "shared"]).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["held"], true);
     assert_eq!(v["fence"], held.fencing_token);
-    let out = rlock_on("exec", &urls(&masters))
-        .args(["--no-wait", "shared", "--", "true"])
-        .output()
-        .await
-        .unwrap();
+    let out = run_on(
+        "exec",
+        &urls(&masters),
+        &["--no-wait", "shared", "--", "true"],
+    )
+    .await;
     assert_eq!(code(&out), 75, "{}", stderr(&out));
 }
 
@@ -559,24 +567,19 @@ async fn redlock_status_reports_the_majoritys_view() {
 async fn cluster_exec_and_status_work_against_a_three_master_cluster() {
     let cluster = support::topology::RedisCluster::start(3, 0);
     let seeds = cluster.seed_urls();
-    let cluster_cmd = |sub: &str| {
-        let mut c = rlock_on(sub, &seeds);
-        c.arg("--cluster");
-        c
-    };
     for name in ["alpha", "beta", "gamma", "delta"] {
-        let out = cluster_cmd("exec")
-            .args([name, "--", "sh", "-c", "echo $RLOCK_FENCING_TOKEN"])
-            .output()
-            .await
-            .unwrap();
+        let token = [
+            "--cluster",
+            name,
+            "--",
+            "sh",
+            "-c",
+            "echo $RLOCK_FENCING_TOKEN",
+        ];
+        let out = run_on("exec", &seeds, &token).await;
         assert_eq!(code(&out), 0, "{name}: {}", stderr(&out));
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
-        let out = cluster_cmd("status")
-            .args(["--json", name])
-            .output()
-            .await
-            .unwrap();
+        let out = run_on("status", &seeds, &["--cluster", "--json", name]).await;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["held"], false, "{name}: released");
         assert_eq!(v["fence_counter"], 1);
@@ -587,11 +590,8 @@ async fn cluster_exec_and_status_work_against_a_three_master_cluster() {
         .unwrap();
     let lock = client.lock("alpha").unwrap();
     assert_eq!(lock.acquire(Wait::Once).await.unwrap().fencing_token, 2);
-    let out = cluster_cmd("exec")
-        .args(["--no-wait", "alpha", "--", "true"])
-        .output()
-        .await
-        .unwrap();
+    let busy = ["--cluster", "--no-wait", "alpha", "--", "true"];
+    let out = run_on("exec", &seeds, &busy).await;
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     lock.release().await.unwrap();
 }
@@ -603,24 +603,22 @@ async fn tls_ca_trusts_a_private_ca_and_without_it_exits_69() {
     let ca = dir.join("ca.pem");
     std::fs::write(&ca, server.tls_ca_pem().unwrap()).unwrap();
     let url = [server.url()];
-    let out = rlock_on("exec", &url)
-        .args(["--tls-ca", ca.to_str().unwrap(), "tls", "--", "true"])
-        .output()
-        .await
-        .unwrap();
+    let out = run_on(
+        "exec",
+        &url,
+        &["--tls-ca", ca.to_str().unwrap(), "tls", "--", "true"],
+    )
+    .await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let out = rlock_on("exec", &url)
-        .args(["tls", "--", "true"])
-        .output()
-        .await
-        .unwrap();
+    let out = run_on("exec", &url, &["tls", "--", "true"]).await;
     assert_eq!(code(&out), 69, "{}", stderr(&out));
     let missing = dir.join("missing.pem");
-    let out = rlock_on("exec", &url)
-        .args(["--tls-ca", missing.to_str().unwrap(), "tls", "--", "true"])
-        .output()
-        .await
-        .unwrap();
+    let out = run_on(
+        "exec",
+        &url,
+        &["--tls-ca", missing.to_str().unwrap(), "tls", "--", "true"],
+    )
+    .await;
     assert_eq!(code(&out), 64, "{}", stderr(&out));
 }
 
@@ -637,15 +635,18 @@ async fn sync_replicas_runs_with_a_replica_and_exits_75_without_one() {
             .is_ok_and(|i| i.contains("master_link_status:up"))
     });
     let url = [primary.url()];
-    let out = rlock_on("exec", &url)
-        .args(["--sync-replicas", "1", "replicated", "--", "true"])
-        .output()
-        .await
-        .unwrap();
+    let out = run_on(
+        "exec",
+        &url,
+        &["--sync-replicas", "1", "replicated", "--", "true"],
+    )
+    .await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     replica.stop();
-    let out = rlock_on("exec", &url)
-        .args([
+    let out = run_on(
+        "exec",
+        &url,
+        &[
             "--sync-replicas",
             "1",
             "--ttl",
@@ -657,17 +658,12 @@ async fn sync_replicas_runs_with_a_replica_and_exits_75_without_one() {
             "sh",
             "-c",
             "echo ran",
-        ])
-        .output()
-        .await
-        .unwrap();
+        ],
+    )
+    .await;
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     assert!(stderr(&out).contains("replicas"), "{}", stderr(&out));
     assert!(out.stdout.is_empty(), "the command never ran");
-    let out = rlock_on("exec", &url)
-        .args(["--sync-replicas", "0", "x", "--", "true"])
-        .output()
-        .await
-        .unwrap();
+    let out = run_on("exec", &url, &["--sync-replicas", "0", "x", "--", "true"]).await;
     assert_eq!(code(&out), 64, "{}", stderr(&out));
 }
