@@ -148,8 +148,8 @@ class Scenario:
         self.event("stop", w=w.id)
         w.signal(signal.SIGSTOP)
         time.sleep(seconds)
+        self.event("cont", w=w.id)  # stamped first: nothing of the worker runs before it
         w.signal(signal.SIGCONT)
-        self.event("cont", w=w.id)
 
     def records(self, w: Optional[Worker] = None) -> List[Dict[str, Any]]:
         out: List[Dict[str, Any]] = []
