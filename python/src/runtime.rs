@@ -1,8 +1,16 @@
 //! The tokio runtime the core runs on, and the two ways Python waits for it:
 //! a blocking wait with the GIL released, and an asyncio awaitable.
 //!
-//! A tokio runtime does not survive `fork()`: its worker threads do not exist in
-//! the child, and its I/O driver shares the parent's epoll instance. So the
+//! The runtime is a current-thread one, and a calling thread drives it itself
+//! while it waits: its request goes out and its reply comes in on its own
+//! thread, with no hand-over to a runtime thread and back (two thread wake-ups
+//! per operation, more than the round trip itself on a busy machine). When no
+//! call has driven it for a moment ([`GRACE`]), or asyncio work is waiting, a
+//! background thread drives it instead (renewals, release messages, asyncio
+//! operations), and lets go as soon as a call comes.
+//!
+//! A tokio runtime does not survive `fork()`: its threads do not exist in the
+//! child, and its I/O driver shares the parent's epoll instance. So the
 //! runtime sits behind an atomic pointer that a `pthread_atfork` child handler
 //! clears; the child builds a fresh one on first use. The parent's runtime is
 //! leaked in the child, never dropped: dropping it would wait for threads that
@@ -11,10 +19,10 @@
 use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::{Condvar, Mutex, Once, PoisonError};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -23,16 +31,19 @@ use pyo3::prelude::*;
 use pyo3_async_runtimes::generic::{self, ContextExt, JoinError};
 use pyo3_async_runtimes::TaskLocals;
 use tokio::runtime::Runtime;
+use tokio::sync::Notify;
 
 use crate::error::{Failure, Reply};
 
 /// How long a blocking wait runs before it looks for pending signals: keeps
 /// Ctrl-C answered within about 100 ms.
 const SLICE: Duration = Duration::from_millis(50);
-/// Worker threads: they only drive I/O, timers and the renewal loop.
-const WORKERS: usize = 2;
+/// How long the runtime may go undriven after a call before the background
+/// thread takes over: calls that come back to back keep driving it
+/// themselves, and renewals or release messages wait at most about this long.
+const GRACE: Duration = Duration::from_millis(2);
 
-static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(ptr::null_mut());
+static RUNTIME: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Counts forks of this process: anything built in an earlier generation
@@ -61,23 +72,117 @@ pub fn install_fork_handler() -> PyResult<()> {
     Ok(())
 }
 
+/// The runtime and who drives it.
+pub struct Shared {
+    runtime: Runtime,
+    /// Calls in progress: while there is one, it drives the runtime.
+    callers: AtomicUsize,
+    /// Bumped at the start and end of every call: the background thread takes
+    /// over only after a [`GRACE`] without any.
+    calls: AtomicU64,
+    /// Asks the background thread to let go of the runtime.
+    let_go: Notify,
+    /// Wakes the background thread to drive at once (asyncio work spawned).
+    kicked: Mutex<bool>,
+    kick: Condvar,
+}
+
+impl Shared {
+    /// Runs `fut` to completion, driving the runtime on this thread (or, while
+    /// another thread drives it, being woken by that one).
+    fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        self.callers.fetch_add(1, Ordering::AcqRel);
+        self.calls.fetch_add(1, Ordering::AcqRel);
+        self.let_go.notify_one();
+        let _call = Call(self);
+        self.runtime.block_on(fut)
+    }
+
+    /// Spawns `fut` and makes sure a thread drives it soon.
+    pub fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let task = self.runtime.spawn(fut);
+        *self.kicked.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.kick.notify_one();
+        task
+    }
+
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.runtime.handle()
+    }
+
+    /// The background thread: drives the runtime whenever no call does.
+    fn run_background(&self) {
+        loop {
+            let mut kicked = self.kicked.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                let seen = self.calls.load(Ordering::Acquire);
+                if !*kicked {
+                    kicked = self
+                        .kick
+                        .wait_timeout(kicked, GRACE)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                let idle = self.calls.load(Ordering::Acquire) == seen;
+                if self.callers.load(Ordering::Acquire) == 0 && (*kicked || idle) {
+                    *kicked = false;
+                    break;
+                }
+            }
+            drop(kicked);
+            // Until a call wants the runtime (a stale wish only makes this
+            // loop wait one more GRACE).
+            self.runtime.block_on(self.let_go.notified());
+        }
+    }
+}
+
+/// One call in progress (ended on drop, panics included).
+struct Call<'a>(&'a Shared);
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        self.0.calls.fetch_add(1, Ordering::AcqRel);
+        self.0.callers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// This process' runtime, built on first use (again in a forked child).
-pub fn get() -> PyResult<&'static Runtime> {
+pub fn get() -> PyResult<&'static Shared> {
     let current = RUNTIME.load(Ordering::Acquire);
     if !current.is_null() {
         // SAFETY: a published runtime is never freed (leaked across forks).
         return Ok(unsafe { &*current });
     }
-    let built = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
+    let built = tokio::runtime::Builder::new_current_thread()
         .thread_name("rlock-runtime")
         .enable_all()
         .build()
         .map_err(|e| PyOSError::new_err(format!("could not start the rlock runtime: {e}")))?;
-    let fresh = Box::into_raw(Box::new(built));
+    let fresh = Box::into_raw(Box::new(Shared {
+        runtime: built,
+        callers: AtomicUsize::new(0),
+        calls: AtomicU64::new(0),
+        let_go: Notify::new(),
+        kicked: Mutex::new(false),
+        kick: Condvar::new(),
+    }));
     match RUNTIME.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
-        // SAFETY: just published; never freed from now on.
-        Ok(_) => Ok(unsafe { &*fresh }),
+        Ok(_) => {
+            // SAFETY: just published; never freed from now on.
+            let shared: &'static Shared = unsafe { &*fresh };
+            std::thread::Builder::new()
+                .name("rlock-runtime".to_owned())
+                .spawn(move || shared.run_background())
+                .map_err(|e| {
+                    PyOSError::new_err(format!("could not start the rlock runtime: {e}"))
+                })?;
+            Ok(shared)
+        }
         Err(winner) => {
             // Another thread published first; ours never ran anything.
             // SAFETY: `fresh` came from Box::into_raw above and was not shared.
@@ -96,18 +201,7 @@ pub fn wait_interruptible<T: Send>(
     py: Python<'_>,
     fut: impl Future<Output = rlock_core::Result<T>> + Send,
 ) -> PyResult<T> {
-    let rt = get()?;
-    let mut fut = pin!(fut);
-    loop {
-        let slice = py.detach(|| {
-            catch_panic(|| rt.block_on(async { tokio::time::timeout(SLICE, fut.as_mut()).await }))
-        });
-        match slice {
-            Ok(Ok(out)) => return out.map_err(|e| Failure::Core(e).into_py(py)),
-            Ok(Err(_elapsed)) => py.check_signals()?,
-            Err(panic) => return Err(panic.into_py(py)),
-        }
-    }
+    drive(py, fut, true)
 }
 
 /// Runs `fut` on the calling thread with the GIL released, to completion:
@@ -117,10 +211,33 @@ pub fn wait<T: Send>(
     py: Python<'_>,
     fut: impl Future<Output = rlock_core::Result<T>> + Send,
 ) -> PyResult<T> {
+    drive(py, fut, false)
+}
+
+/// Drives `fut` in slices of [`SLICE`], looking for signals between slices
+/// when `interruptible`. Every wait is sliced: the runtime's timer then
+/// always has a deadline that close, so arming the next slice never has to
+/// wake the runtime's driver (a write to its eventfd and one more epoll_wait
+/// per call).
+fn drive<T: Send>(
+    py: Python<'_>,
+    fut: impl Future<Output = rlock_core::Result<T>> + Send,
+    interruptible: bool,
+) -> PyResult<T> {
     let rt = get()?;
-    match py.detach(|| catch_panic(|| rt.block_on(fut))) {
-        Ok(out) => out.map_err(|e| Failure::Core(e).into_py(py)),
-        Err(panic) => Err(panic.into_py(py)),
+    // Boxed once: the core's futures are large, and each level of block_on
+    // would copy them again.
+    let mut fut = Box::pin(fut);
+    loop {
+        let slice = py.detach(|| {
+            catch_panic(|| rt.block_on(async { tokio::time::timeout(SLICE, fut.as_mut()).await }))
+        });
+        match slice {
+            Ok(Ok(out)) => return out.map_err(|e| Failure::Core(e).into_py(py)),
+            Ok(Err(_elapsed)) if interruptible => py.check_signals()?,
+            Ok(Err(_elapsed)) => {}
+            Err(panic) => return Err(panic.into_py(py)),
+        }
     }
 }
 
@@ -247,7 +364,10 @@ impl generic::Runtime for Tokio {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let task = handle().spawn(fut);
+        let task = match get() {
+            Ok(shared) => shared.spawn(fut),
+            Err(_) => tokio::runtime::Handle::current().spawn(fut),
+        };
         Box::pin(async move { task.await.map_err(TaskError) })
     }
 
