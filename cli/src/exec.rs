@@ -36,6 +36,10 @@ pub struct ExecArgs {
     /// fewer acknowledged is undone and retried.
     #[arg(long, value_name = "K")]
     sync_replicas: Option<u32>,
+    /// Fair mode: wait in line (first come, first served); the lock is handed
+    /// to the next waiter in line by each release. Not with several --url.
+    #[arg(long)]
+    fair: bool,
     /// Seconds between SIGTERM and SIGKILL when the lease is lost.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     grace: f64,
@@ -52,7 +56,7 @@ pub async fn run(args: ExecArgs) -> u8 {
         if let Some(k) = args.sync_replicas {
             rlock_core::validate::replicas(k)?;
         }
-        let o = o.sync_replicas(args.sync_replicas);
+        let o = o.sync_replicas(args.sync_replicas).fair(args.fair);
         let wait = Wait::parse(!args.no_wait, args.timeout, Unit::Seconds)?;
         let grace = rlock_core::validate::span("grace", args.grace, Unit::Seconds)?;
         rlock_core::validate::name(&args.name)?;

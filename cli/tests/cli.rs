@@ -667,3 +667,52 @@ async fn sync_replicas_runs_with_a_replica_and_exits_75_without_one() {
     let out = run_on("exec", &url, &["--sync-replicas", "0", "x", "--", "true"]).await;
     assert_eq!(code(&out), 64, "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn fair_exec_runs_queued_commands_in_arrival_order() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let fair = LockOptions::default().fair(true);
+    let holder = client.lock_with("line", fair).unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let dir = scratch("fair");
+    let log = dir.join("order");
+    let mut children = Vec::new();
+    for id in 0..3 {
+        let script = format!("echo {id} >> {}", log.display());
+        children.push(
+            rlock(&redis)
+                .args(["exec", "--fair", "line", "--", "sh", "-c", &script])
+                .spawn()
+                .unwrap(),
+        );
+        // Each one queued before the next starts: arrival order is known.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while holder.state().await.unwrap().waiting != id + 1 {
+            assert!(Instant::now() < deadline, "rlock exec {id} never queued");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    holder.release().await.unwrap();
+    for child in children {
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap()
+            .status;
+        assert!(status.success());
+    }
+    let order = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        order.split_whitespace().collect::<Vec<_>>(),
+        ["0", "1", "2"]
+    );
+}
+
+#[tokio::test]
+async fn fair_exec_over_several_masters_is_a_usage_error() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let out = run_on("exec", &urls(&servers), &["--fair", "x", "--", "true"]).await;
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(stderr(&out).contains("fair"), "{}", stderr(&out));
+}
