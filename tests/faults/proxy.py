@@ -26,7 +26,6 @@ class Proxy:
         self.delay_ms = 0.0
         self.refuse_until = 0.0
         self.connections = 0
-        self.cuts = 0
         self._flowing = asyncio.Event()
         self._open: Set[asyncio.StreamWriter] = set()
         self._server = background.run(self._serve())
@@ -105,7 +104,6 @@ class Proxy:
             writers: List[asyncio.StreamWriter] = list(self._open)
             for w in writers:
                 _reset(w)
-            self.cuts += 1
             return len(writers) // 2
 
         return self.bg.run(cut())

@@ -116,24 +116,31 @@ def error_out(e: BaseException) -> str:
     return f"error:{type(e).__name__}:{e}"[:300]
 
 
+def settle(name: str, tok: Optional[int], error: Optional[BaseException]) -> None:
+    """Records how a round ended: let go (tok set) or gave up waiting."""
+    if error is None:
+        rec(e="exit", n=name, tok=tok, t=now(), out="released")
+    elif isinstance(error, rlock.LockTimeout):
+        rec(e="waited", n=name, t=now(), out="timeout")
+    elif isinstance(error, rlock.LockLost):
+        rec(e="exit", n=name, tok=tok, t=now(), out="lost")
+    else:  # reported, never fatal: the checker judges it
+        rec(e="exit" if tok is not None else "waited", n=name, tok=tok, t=now(), out=error_out(error))
+
+
 def run_sync(client: rlock.Client, storage: Storage) -> None:
     for _ in rounds():
         name = rng.choice(cfg["names"])
         rec(e="wait", n=name, t=now())
-        entered = False
-        tok = None
+        tok, error = None, None
         try:
             with client.lock(name, ttl=cfg["ttl_ms"] / 1000, timeout=seconds(cfg.get("timeout_ms"))) as held:
-                entered, tok = True, held.fencing_token
+                tok = held.fencing_token
                 for _ in hold(name, held, storage, time.sleep):
                     pass
-            rec(e="exit", n=name, tok=tok, t=now(), out="released")
-        except rlock.LockTimeout:
-            rec(e="waited", n=name, t=now(), out="timeout")
-        except rlock.LockLost:
-            rec(e="exit", n=name, tok=tok, t=now(), out="lost")
-        except Exception as e:  # reported, never fatal: the checker judges it
-            rec(e="exit" if entered else "waited", n=name, tok=tok, t=now(), out=error_out(e))
+        except Exception as e:
+            error = e
+        settle(name, tok, error)
         pause()
 
 
@@ -141,20 +148,15 @@ async def run_async(client: rlock.AsyncClient, storage: Storage) -> None:
     for _ in rounds():
         name = rng.choice(cfg["names"])
         rec(e="wait", n=name, t=now())
-        entered = False
-        tok = None
+        tok, error = None, None
         try:
             async with client.lock(name, ttl=cfg["ttl_ms"] / 1000, timeout=seconds(cfg.get("timeout_ms"))) as held:
-                entered, tok = True, held.fencing_token
+                tok = held.fencing_token
                 for s in hold(name, held, storage, asyncio.sleep):
                     await s
-            rec(e="exit", n=name, tok=tok, t=now(), out="released")
-        except rlock.LockTimeout:
-            rec(e="waited", n=name, t=now(), out="timeout")
-        except rlock.LockLost:
-            rec(e="exit", n=name, tok=tok, t=now(), out="lost")
         except Exception as e:
-            rec(e="exit" if entered else "waited", n=name, tok=tok, t=now(), out=error_out(e))
+            error = e
+        settle(name, tok, error)
         pause()
 
 
