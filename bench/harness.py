@@ -395,6 +395,14 @@ def s1_summary(res: Dict[str, Any]) -> Dict[str, Any]:
     return summary
 
 
+def hops(server: RedisServer, rounds: int, cycles: int) -> List[Dict[str, Any]]:
+    """Where a sync binding's time goes: `rlock-bench hops` runs the core's cycle
+    from a plain thread over differently built runtimes, interleaved."""
+    out = subprocess.run([RUST_BIN, "hops", server.url, str(rounds), str(cycles)],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+
 # --------------------------------------------------------------------------
 # S2 and S3: contended handoff
 
@@ -643,6 +651,20 @@ def write_report(r: Dict[str, Any], path: str) -> None:
     add("| --- | --- |")
     for lang in ("py", "js"):
         add(f"| {LANGS[lang]} | {spread(r['s5'][lang], '{:.1f}')} |")
+    add("")
+
+    add("Why a face costs more than Rust: the same core cycle run from a plain thread (what a "
+        "sync binding does), over runtimes built in different ways (`rlock-bench hops`, blocks "
+        "interleaved; median of the blocks' medians and their spread). Each hand-over between "
+        "the calling thread and a runtime thread is a thread wake-up on both the way out and the "
+        "way back. The Python face now runs as in *current-thread, caller drives*; the Node face "
+        "cannot (its thread is the event loop), and runs as in *multi-thread, 1 worker* plus the "
+        "hand-over to the JS thread.")
+    add("")
+    add("| runtime | µs per cycle |")
+    add("| --- | --- |")
+    for h in r.get("hops", []):
+        add(f"| {h['way']} | {spread(h['rounds'], '{:.0f}')} |")
     add("")
 
     s2s = r["s2_summary"]
@@ -895,17 +917,17 @@ def s6(sizes: List[int], rounds: int, block: int, s2_rounds: int, s2_seconds: fl
         pools = {lang: [Worker(lang, urls) for _ in range(8)] for lang in LANGS}
         try:
             counts = {}
+            monitor = Monitor(servers[0].port)
             for lang, c in items:
                 w = pools[lang][0]
                 w.call({"op": "s1", "contender": c, "key": f"s6:{lang}:{c}", "n": 20})
-                before = servers[0].calls()
-                w.call({"op": "s1", "contender": c, "key": f"s6:{lang}:{c}", "n": 100})
-                after = servers[0].calls()
-                # With one Redlock request per node, what one node receives is the client's
-                # commands per cycle on each node; scripts are counted by their EVAL/EVALSHA.
-                top = {k: after.get(k, 0) - before.get(k, 0) for k in after
-                       if k in ("eval", "evalsha", "set", "get", "del", "exists", "script", "pexpire")}
-                counts[f"{lang}/{c}"] = {"sent_per_cycle": sum(top.values()) / 100, "per_node": top}
+                # Each contender sends its requests to every node: what the first
+                # node receives from clients is the commands per cycle per node.
+                sent, _ = monitor.count(servers[0], lambda: w.call(
+                    {"op": "s1", "contender": c, "key": f"s6:{lang}:{c}", "n": 100}))
+                counts[f"{lang}/{c}"] = {"sent_per_cycle": sum(sent.values()) / 100,
+                                         "sent": {k: v / 100 for k, v in sent.items()}}
+            monitor.close()
             blocks: Dict[str, List[Dict[str, Any]]] = {f"{l}/{c}": [] for l, c in items}
             for r in range(rounds):
                 order = items[:]
@@ -968,6 +990,8 @@ def main() -> None:
         result["s5"] = {lang: [a - b for a, b in zip(med[f"{lang}/rlock"], med["rs/rlock"])]
                         for lang in ("py", "js")}
         result["redis_benchmark"].append(redis_benchmark(server.port, 5000 if q else 20000))
+        log("S5: the core's cycle from a plain thread over several runtimes")
+        result["hops"] = hops(server, 4 if q else 10, 100 if q else 300)
 
         log("S2 + S3: contended handoff")
         contenders = ([("py", "rlock")] + [("py", p) for p in PY_PEERS] + [("js", "rlock")]

@@ -5,12 +5,14 @@
 //! rlock-bench worker URL...                    scenarios S1, S2 and idle waiters, as JSON lines on stdin/stdout
 //! rlock-bench watchdog URL LOCKS TTL_MS SECS   S4: one client holds LOCKS locks for SECS seconds
 //! rlock-bench proxy HOST:PORT                  forwards to Redis and counts round trips
+//! rlock-bench hops URL ROUNDS CYCLES           the cycle from a plain thread over several runtimes
 //! ```
 //!
 //! Timestamps are CLOCK_MONOTONIC nanoseconds, the clock the Python
 //! (`time.monotonic_ns`) and Node (`process.hrtime.bigint`) workers read, so
 //! the harness can order events of processes in three languages.
 
+mod hops;
 mod proxy;
 mod watchdog;
 mod worker;
@@ -46,8 +48,9 @@ fn main() -> ExitCode {
         Some("worker") if args.len() > 1 => worker::run(&runtime, &args[1..]),
         Some("watchdog") if args.len() == 5 => watchdog::run(&runtime, &args[1..]),
         Some("proxy") if args.len() == 2 => proxy::run(&runtime, &args[1]),
+        Some("hops") if args.len() == 4 => hops::run(&args[1..]),
         _ => Err(
-            "usage: rlock-bench worker URL... | watchdog URL LOCKS TTL_MS SECS | proxy HOST:PORT"
+            "usage: rlock-bench worker URL... | watchdog URL LOCKS TTL_MS SECS | proxy HOST:PORT | hops URL ROUNDS CYCLES"
                 .into(),
         ),
     };

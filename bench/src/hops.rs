@@ -1,0 +1,123 @@
+//! What a sync binding pays for crossing threads: the same uncontended cycle
+//! (the core's acquire + release) driven from a plain thread, the way a
+//! binding calls the core, over differently built runtimes. Blocks of each
+//! way are interleaved; prints the median µs per cycle of each.
+//!
+//! ```text
+//! rlock-bench hops URL ROUNDS CYCLES
+//! ```
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use rlock_core::{Client, Lock, Wait};
+use serde_json::json;
+
+use crate::Result;
+
+/// One way of running the core from a calling thread.
+struct Way {
+    name: &'static str,
+    runtime: tokio::runtime::Runtime,
+    /// Whether each acquire is wrapped in a timer (a binding waking up to look
+    /// for signals).
+    sliced: bool,
+    lock: Option<Lock>,
+}
+
+impl Way {
+    fn new(name: &'static str, runtime: tokio::runtime::Runtime, sliced: bool) -> Self {
+        Way {
+            name,
+            runtime,
+            sliced,
+            lock: None,
+        }
+    }
+
+    fn run<F: Future>(&self, fut: F) -> F::Output {
+        self.runtime.block_on(fut)
+    }
+
+    fn cycle(&self) -> Result<()> {
+        let lock = self.lock.as_ref().ok_or("not connected")?;
+        if self.sliced {
+            self.run(async {
+                tokio::time::timeout(Duration::from_millis(50), lock.acquire(Wait::Forever)).await
+            })??;
+        } else {
+            self.run(lock.acquire(Wait::Forever))?;
+        }
+        self.run(lock.release())?;
+        Ok(())
+    }
+}
+
+fn multi(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+}
+
+fn current() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let url = &args[0];
+    let rounds: usize = args[1].parse()?;
+    let cycles: usize = args[2].parse()?;
+    let mut ways = vec![
+        Way::new(
+            "multi-thread, 2 workers, timer per acquire",
+            multi(2)?,
+            true,
+        ),
+        Way::new("multi-thread, 2 workers", multi(2)?, false),
+        Way::new("multi-thread, 1 worker", multi(1)?, false),
+        Way::new("current-thread, caller drives", current()?, false),
+        Way::new("current-thread, another thread drives", current()?, false),
+    ];
+    for (i, way) in ways.iter_mut().enumerate() {
+        let client = way.run(Client::connect(url))?;
+        way.lock = Some(client.lock(&format!("hops:{i}"))?);
+    }
+    let mut medians: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
+    let stop = tokio::sync::Notify::new();
+    std::thread::scope(|scope| -> Result<()> {
+        // The last way: a thread holds that runtime's core meanwhile, so each
+        // call is polled by the caller while that thread does the I/O.
+        let (holder, stop) = (&ways[4], &stop);
+        scope.spawn(move || holder.runtime.block_on(stop.notified()));
+        std::thread::sleep(Duration::from_millis(50));
+        let outcome = (|| {
+            for _ in 0..rounds {
+                for (i, way) in ways.iter().enumerate() {
+                    way.cycle()?;
+                    let mut lat = Vec::with_capacity(cycles);
+                    for _ in 0..cycles {
+                        let t = Instant::now();
+                        way.cycle()?;
+                        lat.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                    lat.sort_by(f64::total_cmp);
+                    medians[i].push(lat[lat.len() / 2]);
+                }
+            }
+            Ok(())
+        })();
+        stop.notify_one();
+        outcome
+    })?;
+    for (way, m) in ways.iter().zip(&mut medians) {
+        m.sort_by(f64::total_cmp);
+        println!(
+            "{}",
+            json!({ "way": way.name, "median_us": m[m.len() / 2], "rounds": m })
+        );
+    }
+    Ok(())
+}
