@@ -203,18 +203,37 @@ impl Client {
                 commands: Box::new(build(redis::ProtocolVersion::RESP2)?),
                 feed: Box::new(build(redis::ProtocolVersion::RESP3)?),
             };
-            vec![Node::connect(cluster, display.clone(), config)
+            vec![Node::connect(cluster, display.clone(), config, false)
                 .await
                 .map_err(scrub)?]
         } else {
+            let redlock = targets.len() > 1;
             let mut nodes = Vec::with_capacity(targets.len());
             for t in &targets {
                 let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;
                 nodes.push(
-                    Node::connect(endpoint, t.display.clone(), config.clone())
+                    Node::connect(endpoint, t.display.clone(), config.clone(), redlock)
                         .await
                         .map_err(scrub)?,
                 );
+            }
+            if redlock {
+                // A minority of masters may be down; a majority must answer.
+                let answers = futures_util::future::join_all(nodes.iter().map(|n| async move {
+                    tokio::time::timeout(options.connect_timeout, n.ping())
+                        .await
+                        .map_err(|_| format!("{}: no answer", n.label))
+                        .and_then(|r| r.map_err(|e| format!("{}: {}", n.label, scrub(e))))
+                }))
+                .await;
+                let down: Vec<String> = answers.into_iter().filter_map(Result::err).collect();
+                if nodes.len() - down.len() < nodes.len() / 2 + 1 {
+                    return Err(Error::Connection(format!(
+                        "fewer than a majority of the {} masters answer: {}",
+                        nodes.len(),
+                        down.join("; ")
+                    )));
+                }
             }
             nodes
         };
@@ -303,7 +322,12 @@ impl Inner {
 
     /// Joins a channel (a lock's release channel, or for a fair waiter its
     /// waiter channel with its owner id), starting the feeds on first use.
-    pub(crate) async fn join(&self, channel: &str, fair_owner: Option<&str>) -> Ticket {
+    pub(crate) async fn join(
+        &self,
+        channel: &str,
+        fair_owner: Option<&str>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Ticket {
         self.feeds_started.call_once(|| {
             for node in self.deployment.nodes() {
                 let requests = self.waiters.add_feed();
@@ -316,7 +340,7 @@ impl Inner {
                 ));
             }
         });
-        self.waiters.join(channel, fair_owner).await
+        self.waiters.join(channel, fair_owner, deadline).await
     }
 
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {

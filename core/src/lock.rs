@@ -190,6 +190,13 @@ impl Lock {
     ) -> Result<Self> {
         validate::name(name)?;
         options.check()?;
+        if options.sync_replicas.is_some() && client.is_redlock() {
+            // Each master's replicas are its own; a majority of masters is
+            // Redlock's answer to losing one.
+            return Err(Error::invalid(
+                "sync_replicas needs one Redis deployment (a server, Sentinel or Cluster), not Redlock",
+            ));
+        }
         if options.fair && client.is_redlock() {
             // A line kept on each of several masters has no single order to
             // hand the lock over in.
@@ -244,6 +251,7 @@ impl Lock {
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Acquired> {
         let start = Instant::now();
+        let deadline = wait.deadline(start);
         let inner = &self.client.inner;
         let fair = self.options.fair;
         let waiter_channel = fair.then(|| self.keys.waiter_channel(&inner.id));
@@ -261,6 +269,7 @@ impl Lock {
                     .join(
                         waiter_channel.as_deref().unwrap_or_default(),
                         Some(&self.owner),
+                        deadline,
                     )
                     .await,
             );
@@ -276,7 +285,6 @@ impl Lock {
             }
             Attempt::Busy { retry_in_ms, cause } => (retry_in_ms, cause),
         };
-        let deadline = wait.deadline(start);
         if deadline.is_some_and(|d| Instant::now() >= d) {
             if let Some(spot) = in_line.take() {
                 spot.leave().await;
@@ -291,11 +299,11 @@ impl Lock {
             Some(t) => t,
             None => match &waiter_channel {
                 Some(channel) => {
-                    let t = inner.join(channel, Some(&self.owner)).await;
+                    let t = inner.join(channel, Some(&self.owner), deadline).await;
                     in_line = Some(InLine { lock: self.clone() });
                     t
                 }
-                None => inner.join(&self.keys.channel, None).await,
+                None => inner.join(&self.keys.channel, None, deadline).await,
             },
         };
         // A waiter that was listening during its first attempt missed

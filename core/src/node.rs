@@ -197,14 +197,21 @@ fn wait_timeout(lease_ms: u64) -> u64 {
 }
 
 impl Node {
+    /// Connects; a `lazy` server endpoint connects on its first request
+    /// instead (Redlock: one master being down must not stop the client).
     pub(crate) async fn connect(
         endpoint: Endpoint,
         label: String,
         config: ConnectionManagerConfig,
+        lazy: bool,
     ) -> RedisResult<Node> {
         let route = match endpoint {
             Endpoint::Server(client) => {
-                let conn = ConnectionManager::new_with_config((*client).clone(), config).await?;
+                let conn = if lazy {
+                    ConnectionManager::new_lazy_with_config((*client).clone(), config)?
+                } else {
+                    ConnectionManager::new_with_config((*client).clone(), config).await?
+                };
                 Route::Direct(conn, Arc::new(*client))
             }
             Endpoint::Sentinel(sentinel) => {
@@ -250,6 +257,15 @@ impl Node {
             Route::Cluster(c) => c.conn.forget(),
             Route::Direct(..) => {}
         }
+    }
+
+    /// One PING: whether the endpoint answers now.
+    pub(crate) async fn ping(&self) -> RedisResult<()> {
+        let mut conn = self.conn().await?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .map(|_| ())
     }
 
     /// The command `release.lua` announces a release with.

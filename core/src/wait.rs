@@ -89,10 +89,15 @@ impl Waiters {
     }
 
     /// Joins `channel`, subscribing every feed when this is its first waiter,
-    /// and returns once every feed confirmed (or after a bounded wait when
-    /// Redis does not answer: the waiter's sleeps are bounded by the holder's
-    /// lease anyway).
-    pub(crate) async fn join(self: &Arc<Self>, channel: &str, fair_owner: Option<&str>) -> Ticket {
+    /// and returns once a majority of feeds confirmed (or after a bounded wait
+    /// when Redis does not answer: the waiter's sleeps are bounded by the
+    /// holder's lease anyway).
+    pub(crate) async fn join(
+        self: &Arc<Self>,
+        channel: &str,
+        fair_owner: Option<&str>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Ticket {
         let feeds = self.feeds.lock().unwrap().len();
         let (wake, mut confirmed, handoff) = {
             let mut channels = self.channels.lock().unwrap();
@@ -119,7 +124,12 @@ impl Waiters {
             }
             (entry.wake.clone(), entry.confirmed.subscribe(), handoff)
         };
-        let _ = tokio::time::timeout(SUBSCRIBE_WAIT, confirmed.wait_for(|n| *n >= feeds)).await;
+        // A majority of feeds will do (Redlock: a master may be down), and
+        // never past the waiter's own deadline.
+        let needed = feeds / 2 + 1;
+        let until = tokio::time::Instant::now() + SUBSCRIBE_WAIT;
+        let until = deadline.map_or(until, |d| d.min(until));
+        let _ = tokio::time::timeout_at(until, confirmed.wait_for(|n| *n >= needed)).await;
         Ticket {
             waiters: self.clone(),
             channel: channel.to_owned(),

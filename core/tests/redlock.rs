@@ -60,6 +60,38 @@ async fn fair_mode_is_refused_over_independent_masters() {
         .unwrap_err();
     assert_eq!(err.category(), "bad input", "{err}");
     assert!(err.to_string().contains("Redlock"), "{err}");
+    let err = client
+        .lock_with("line", LockOptions::default().sync_replicas(Some(1)))
+        .unwrap_err();
+    assert_eq!(err.category(), "bad input", "{err}");
+}
+
+#[tokio::test]
+async fn a_client_starts_with_a_minority_of_masters_down_but_not_with_a_majority() {
+    let mut nodes = servers(3);
+    nodes[0].stop();
+    let client = client(&nodes).await;
+    let lock = client.lock("late").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    // A short wait is not stretched by the subscription to the dead master.
+    let other = client.lock("late").unwrap();
+    let start = Instant::now();
+    let err = other
+        .acquire(Wait::For(Duration::from_millis(300)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "timeout", "{err}");
+    assert!(
+        start.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
+    );
+    nodes[1].stop();
+    let err = Client::connect_urls(&urls(&nodes), ClientOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "connection", "{err}");
+    assert!(err.to_string().contains("majority"), "{err}");
 }
 
 #[tokio::test]
