@@ -70,7 +70,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let url = &args[0];
     let rounds: usize = args[1].parse()?;
     let cycles: usize = args[2].parse()?;
-    let mut ways = vec![
+    let mut ways = [
         Way::new(
             "multi-thread, 2 workers, timer per acquire",
             multi(2)?,
