@@ -369,6 +369,7 @@ class Client(_ClientBase):
         auto_renew: bool = True,
         max_hold: Optional[float] = None,
         sync_replicas: Optional[int] = None,
+        fair: bool = False,
     ) -> Lock:
         """A lock on ``name``.
 
@@ -379,9 +380,11 @@ class Client(_ClientBase):
         sync_replicas: after each acquisition and each extend(), wait (``WAIT``)
         until this many replicas have it; an acquisition fewer acknowledged is
         undone and retried, so a wait that ends that way is a timeout.
+        fair: waiters queue in Redis and each release hands the lock to the
+        next one in line (first come, first served; nobody barges in).
         """
         spec = _native.LockSpec(
-            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas
+            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair
         )
         return Lock(self._native.lock(spec))
 
@@ -412,10 +415,11 @@ class AsyncClient(_ClientBase):
         auto_renew: bool = True,
         max_hold: Optional[float] = None,
         sync_replicas: Optional[int] = None,
+        fair: bool = False,
     ) -> AsyncLock:
         """A lock on ``name``; the arguments are those of Client.lock()."""
         spec = _native.LockSpec(
-            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas
+            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair
         )
         return AsyncLock(self._native.lock(spec))
 
@@ -456,6 +460,7 @@ def lock(
     auto_renew: bool = True,
     max_hold: Optional[float] = None,
     sync_replicas: Optional[int] = None,
+    fair: bool = False,
 ) -> Lock:
     """A lock from the default client (``$REDIS_URL``, else
     ``redis://127.0.0.1:6379``, created on first use); arguments as Client.lock()."""
@@ -467,6 +472,7 @@ def lock(
         auto_renew=auto_renew,
         max_hold=max_hold,
         sync_replicas=sync_replicas,
+        fair=fair,
     )
 
 
@@ -482,10 +488,13 @@ def synchronized(
     auto_renew: bool = True,
     max_hold: Optional[float] = None,
     sync_replicas: Optional[int] = None,
+    fair: bool = False,
 ) -> Callable[[_F], _F]:
     """Runs each call of the decorated function (sync or async) under the lock
     ``name`` of the default client; arguments as Client.lock(), checked here."""
-    spec = _native.LockSpec(name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas)
+    spec = _native.LockSpec(
+        name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair
+    )
 
     def decorate(fn: _F) -> _F:
         made: List[Lock] = []

@@ -33,6 +33,7 @@ class LockSpec:
         auto_renew: bool = True,
         max_hold: Optional[float] = None,
         sync_replicas: Optional[int] = None,
+        fair: bool = False,
     ) -> None: ...
 
 class Acquisition:
@@ -53,6 +54,8 @@ class Lock:
     def max_hold(self) -> Optional[float]: ...
     @property
     def sync_replicas(self) -> Optional[int]: ...
+    @property
+    def fair(self) -> bool: ...
     def acquire(
         self, unit: str, blocking: Optional[bool] = None, timeout: Optional[float] = None
     ) -> bool: ...

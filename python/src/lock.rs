@@ -28,7 +28,7 @@ pub struct LockSpec {
 #[pymethods]
 impl LockSpec {
     #[new]
-    #[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None))]
+    #[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each
     fn new(
         py: Python<'_>,
@@ -39,13 +39,15 @@ impl LockSpec {
         auto_renew: bool,
         max_hold: Option<f64>,
         sync_replicas: Option<i64>,
+        fair: bool,
     ) -> PyResult<Self> {
         let parse = || -> rlock_core::Result<Self> {
             validate::name(&name)?;
             let replicas = sync_replicas.map(replica_count).transpose()?;
             Ok(LockSpec {
                 options: LockOptions::parse(Some(ttl), auto_renew, max_hold, Unit::Seconds)?
-                    .sync_replicas(replicas),
+                    .sync_replicas(replicas)
+                    .fair(fair),
                 wait: Wait::parse(blocking, timeout, Unit::Seconds)?,
                 name,
                 ttl,
@@ -225,6 +227,11 @@ impl Lock {
     #[getter]
     fn sync_replicas(&self) -> Option<u32> {
         self.spec.options.sync_replicas
+    }
+
+    #[getter]
+    fn fair(&self) -> bool {
+        self.spec.options.fair
     }
 
     /// True when acquired, False when the wait ended without the lock.
