@@ -24,6 +24,12 @@ export interface LockOptions {
    * so a wait that ends that way rejects `LockTimeoutError`.
    */
   syncReplicas?: number
+  /**
+   * Fair mode: waiters queue in Redis and each release hands the lock to the
+   * next one in line (first come, first served; nobody barges in). Not with
+   * several independent masters. Default false.
+   */
+  fair?: boolean
 }
 
 export interface UsingOptions extends LockOptions {

@@ -167,7 +167,9 @@ class Client {
     const syncReplicas = optionalNumber(opts, 'syncReplicas')
     const autoRenew = opts.autoRenew ?? true
     expect(typeof autoRenew === 'boolean', 'autoRenew', 'a boolean', autoRenew)
-    const nativeLock = this.#native.lock(name, ttlMs, autoRenew, maxHoldMs, timeoutMs, syncReplicas)
+    const fair = opts.fair ?? false
+    expect(typeof fair === 'boolean', 'fair', 'a boolean', fair)
+    const nativeLock = this.#native.lock(name, ttlMs, autoRenew, maxHoldMs, timeoutMs, syncReplicas, fair)
     return new Lock(CONSTRUCT, nativeLock, name)
   }
 

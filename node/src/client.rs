@@ -60,6 +60,7 @@ impl NativeClient {
         max_hold_ms: Option<f64>,
         timeout_ms: Option<f64>,
         sync_replicas: Option<f64>,
+        fair: bool,
     ) -> napi::Result<NativeLock> {
         self.make_lock(
             &name,
@@ -68,10 +69,12 @@ impl NativeClient {
             max_hold_ms,
             timeout_ms,
             sync_replicas,
+            fair,
         )
         .map_err(|f| self.errors.to_js(env, f))
     }
 
+    #[allow(clippy::too_many_arguments)] // the face's options, one each
     fn make_lock(
         &self,
         name: &str,
@@ -80,6 +83,7 @@ impl NativeClient {
         max_hold_ms: Option<f64>,
         timeout_ms: Option<f64>,
         sync_replicas: Option<f64>,
+        fair: bool,
     ) -> Result<NativeLock, Failure> {
         let replicas = sync_replicas
             .map(replica_count)
@@ -87,7 +91,8 @@ impl NativeClient {
             .map_err(Failure::OutOfRange)?;
         let options = LockOptions::parse(ttl_ms, auto_renew, max_hold_ms, Unit::Millis)
             .map_err(Failure::OutOfRange)?
-            .sync_replicas(replicas);
+            .sync_replicas(replicas)
+            .fair(fair);
         let wait = Wait::parse(true, timeout_ms, Unit::Millis).map_err(Failure::OutOfRange)?;
         let lock = self.inner.lock_with(name, options)?;
         Ok(NativeLock::new(lock, wait, self.errors.clone()))
