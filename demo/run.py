@@ -53,6 +53,19 @@ def die_with_parent() -> None:
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def terminate(proc: "subprocess.Popen[Any]") -> None:
+    """SIGTERM (`rlock exec` forwards it to its command and releases its lock),
+    then SIGKILL if the process is still there 5 s later."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class Server:
     """A throwaway redis-server on a free loopback port, without persistence."""
 
@@ -71,12 +84,7 @@ class Server:
         self.url = f"redis://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        terminate(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -106,9 +114,11 @@ class Worker:
         except queue.Empty:
             raise RuntimeError(f"{self.label}: no answer in time") from None
 
-    def send(self, text: str) -> None:
+    def send(self, text: str = "") -> None:
+        """Writes `text` as one line (if any) and closes stdin."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(text + "\n")
+        if text:
+            self.proc.stdin.write(text + "\n")
         self.proc.stdin.close()
 
     def records(self, deadline: float) -> List[Dict[str, Any]]:
@@ -121,14 +131,7 @@ class Worker:
         return out
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            # SIGTERM: `rlock exec` forwards it and releases its lock.
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
 
 def shown(url: str) -> str:
@@ -167,11 +170,10 @@ def run(url: str, where: str, workers: List[Worker]) -> int:
     node.send("go")
     shells = []
     for i in range(SHELL_REQUESTS):
-        shells.append(Worker(f"rlock exec request {i + 1}",
-                             [os.path.join(DEMO, "request.sh")], env))
-        workers.append(shells[-1])
-    for s in shells:
-        s.proc.stdin.close()  # type: ignore[union-attr]
+        shell = Worker(f"rlock exec request {i + 1}", [os.path.join(DEMO, "request.sh")], env)
+        workers.append(shell)
+        shells.append(shell)
+        shell.send()  # nothing to read: each request starts at once
     records = [r for w in [python, node, *shells] for r in w.records(deadline)]
     elapsed = time.monotonic() - started
 
