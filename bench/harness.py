@@ -56,6 +56,9 @@ LABELS = {
     ("js", "redis-semaphore"): "redis-semaphore Mutex",
     ("rs", "floor"): "redis-rs bare cycle (floor)",
     ("rs", "rlock"): "redis-rlock (Rust)",
+    ("py", "rlock-fair"): "redis-rlock (Python), fair mode",
+    ("js", "rlock-fair"): "redis-rlock (Node), fair mode",
+    ("rs", "rlock-fair"): "redis-rlock (Rust), fair mode",
 }
 
 
@@ -789,7 +792,8 @@ def chart(r: Dict[str, Any], path: str) -> None:
 
     keys2 = list(s2s)
     names2 = [label(tuple(k.split("/"))) for k in keys2]
-    colors2 = ["#d62728" if k.endswith("/rlock") else "#1f77b4" for k in keys2]
+    colors2 = ["#d62728" if k.endswith("/rlock") else "#8c1a1a" if k.endswith("/rlock-fair")
+               else "#1f77b4" for k in keys2]
     ax = axes[1]
     ax.barh(names2, [statistics.median(s2s[k]["cross_per_s"]) for k in keys2], color=colors2)
     ax.invert_yaxis()
@@ -848,7 +852,7 @@ def targets(r: Dict[str, Any]) -> List[Dict[str, Any]]:
             f"{c['sent_per_cycle']:g} sent ({', '.join(f'{k} {v:g}' for k, v in c['sent'].items())})",
             c["sent_per_cycle"] == 2)
     rl = [k for k in s2s if k.endswith("/rlock")]
-    peers = [k for k in s2s if not k.endswith("/rlock")]
+    peers = [k for k in s2s if "/rlock" not in k]
     for k in rl:
         s = s2s[k]
         name = LANGS[k.split("/")[0]]
@@ -865,6 +869,12 @@ def targets(r: Dict[str, Any]) -> List[Dict[str, Any]]:
             add("S2", f"handoffs to another worker/s ≥ 2× the best peer ({name})",
                 f"{spread(ratio)}× the best peer of each round (overall best: {label(tuple(best.split('/')))})",
                 statistics.median(ratio) >= 2)
+    for k in [k for k in s2s if k.endswith("/rlock-fair")]:
+        s = s2s[k]
+        name = LANGS[k.split("/")[0]]
+        add("S2 (fair mode, not a target)", f"gap p50 ≤ 1 ms, p99 ≤ 5 ms; longest wait ≤ 50 ms ({name})",
+            f"p50 {s['gap_p50']:.2f} ms, p99 {s['gap_p99']:.2f} ms; longest wait {s['longest_wait_ms']:.0f} ms",
+            s["gap_p50"] <= 1 and s["gap_p99"] <= 5 and s["longest_wait_ms"] <= 50)
     for k in [k for k in r["idle"] if k.endswith("/rlock")]:
         add("S2", f"idle waiters send no commands ({LANGS[k.split('/')[0]]}, {r['idle_waiters']} waiters)",
             f"{r['idle'][k]['per_s']:.1f} commands/s", r["idle"][k]["per_s"] == 0)
@@ -887,6 +897,20 @@ def targets(r: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 # --------------------------------------------------------------------------
 # S6: Redlock
+
+
+def fair_faces() -> List[str]:
+    """The faces that offer fair mode (the core always does)."""
+    langs = ["rs"]
+    py = subprocess.run([sys.executable, "-c", "import inspect, rlock; "
+                         "raise SystemExit('fair' not in inspect.signature(rlock.Client.lock).parameters)"],
+                        capture_output=True)
+    if py.returncode == 0:
+        langs.insert(0, "py")
+    with open(NODE_FACE) as f:
+        if re.search(r"\bfair\b", f.read()):
+            langs.insert(1 if "py" in langs else 0, "js")
+    return langs
 
 
 def redlock_faces_exist() -> Optional[str]:
@@ -996,8 +1020,10 @@ def main() -> None:
         log("S2 + S3: contended handoff")
         contenders = ([("py", "rlock")] + [("py", p) for p in PY_PEERS] + [("js", "rlock")]
                       + [("js", p) for p in JS_PEERS] + [("rs", "rlock")])
+        # Fair mode, where the faces offer it: beside the targets, not one of them.
+        fair = [(lang, "rlock-fair") for lang in fair_faces()]
         result["s2_rounds"], result["s2_seconds"] = (1, 1.0) if q else (5, 2.0)
-        s2res = s2(pools, contenders, result["s2_rounds"], result["s2_seconds"])
+        s2res = s2(pools, contenders + fair, result["s2_rounds"], result["s2_seconds"])
         result["s2_summary"] = {k: s2_summary(v) for k, v in s2res.items()}
         result["s2_blocks"] = s2res
         server.redis.flushall()

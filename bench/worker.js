@@ -6,7 +6,7 @@
 //
 // Contenders:
 //   floor            ioredis sending the bare cycle: SET NX PX, then EVALSHA compare-and-delete
-//   rlock            redis-rlock (this project's release addon, from $RLOCK_NODE)
+//   rlock            redis-rlock (this project's release addon, from $RLOCK_NODE); rlock-fair: in fair mode
 //   redlock          node-redlock (the version npm serves), over ioredis
 //   redis-semaphore  redis-semaphore's Mutex (RedlockMutex over several URLs), over ioredis
 //
@@ -52,8 +52,9 @@ async function make(name, key, ttlMs, { wait = false } = {}) {
         },
       }
     }
-    case 'rlock': {
-      const lock = (await rlockClient()).lock(key, { ttlMs })
+    case 'rlock':
+    case 'rlock-fair': {
+      const lock = (await rlockClient()).lock(key, { ttlMs, ...(name === 'rlock-fair' ? { fair: true } : {}) })
       return { acquire: () => lock.acquire().then(() => true), release: () => lock.release() }
     }
     case 'redlock': {

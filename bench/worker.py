@@ -5,7 +5,7 @@ JSON lines (one request per line on stdin, one reply per line on stdout).
 
 Contenders (each on the same key name; each library keys it its own way):
   floor            redis-py sending the bare cycle: SET NX PX, then EVALSHA compare-and-delete
-  rlock            redis-rlock (this project's release wheel)
+  rlock            redis-rlock (this project's release wheel); rlock-fair: in fair mode
   redispy-0.1      redis-py's Lock, default sleep=0.1
   redispy-0.001    redis-py's Lock, sleep=0.001
   python-redis-lock
@@ -72,8 +72,9 @@ def make(name: str, key: str, ttl: float) -> Contender:
                 raise RuntimeError("floor: the key was not ours")
 
         return floor_acquire, floor_release
-    if name == "rlock":
-        lk = _rlock_client().lock(key, ttl=ttl)
+    if name in ("rlock", "rlock-fair"):
+        fair = {"fair": True} if name == "rlock-fair" else {}
+        lk = _rlock_client().lock(key, ttl=ttl, **fair)
         return lk.acquire, lk.release
     if name.startswith("redispy-"):
         lk = _redis().lock(key, timeout=ttl, sleep=float(name.split("-", 1)[1]))

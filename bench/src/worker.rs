@@ -1,7 +1,8 @@
 //! The Rust worker: the same JSON-lines protocol as `bench/worker.py` and
 //! `bench/worker.js` (one request per line, one reply per line), for two
 //! contenders: `rlock` (the core) and `floor` (redis-rs sending the bare
-//! SET NX PX + EVALSHA compare-and-delete cycle).
+//! SET NX PX + EVALSHA compare-and-delete cycle); `rlock-fair` is the core
+//! in fair mode.
 //!
 //! Each request runs as a task on the multi-thread runtime, the way async Rust
 //! code using the core runs.
@@ -70,11 +71,9 @@ const TOKEN: &str = "rlock-bench-floor";
 impl Contender {
     async fn new(shared: &Shared, name: &str, key: &str, ttl: Duration) -> Result<Self> {
         match name {
-            "rlock" => {
-                let lock = shared
-                    .client()
-                    .await?
-                    .lock_with(key, LockOptions::default().ttl(ttl))?;
+            "rlock" | "rlock-fair" => {
+                let options = LockOptions::default().ttl(ttl).fair(name == "rlock-fair");
+                let lock = shared.client().await?.lock_with(key, options)?;
                 Ok(Contender::Rlock(lock))
             }
             "floor" => {
