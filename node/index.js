@@ -95,6 +95,15 @@ function expect(ok, what, expected, value) {
   if (!ok) throw invalidArg(TypeError, `${what} must be ${expected}, got ${describe(value)}`)
 }
 
+// A lone UTF-16 surrogate cannot cross into Rust intact (it becomes U+FFFD),
+// so two different names would be one lock: refuse them as Python does.
+const LONE_SURROGATE = /\p{Cs}/u
+
+function expectName(name) {
+  expect(typeof name === 'string', 'name', 'a string', name)
+  expect(!LONE_SURROGATE.test(name), 'name', 'well-formed text (no lone UTF-16 surrogate)', name)
+}
+
 function optionalNumber(options, key) {
   const value = options[key]
   expect(value === undefined || typeof value === 'number', key, 'a number', value)
@@ -159,7 +168,7 @@ class Client {
 
   /** A lock owned by a new handle; bad options throw here, before any I/O. */
   lock(name, options) {
-    expect(typeof name === 'string', 'name', 'a string', name)
+    expectName(name)
     const opts = optionsObject(options, 'options')
     const ttlMs = optionalNumber(opts, 'ttlMs')
     const timeoutMs = optionalNumber(opts, 'timeoutMs')

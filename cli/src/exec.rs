@@ -104,10 +104,28 @@ pub async fn run(args: ExecArgs) -> u8 {
         }
         Err(e) => return fail(&e),
     };
-    let spawned = Command::new(&args.command[0])
+    let mut command = Command::new(&args.command[0]);
+    command
         .args(&args.command[1..])
-        .env("RLOCK_FENCING_TOKEN", held.fencing_token.to_string())
-        .spawn();
+        .env("RLOCK_FENCING_TOKEN", held.fencing_token.to_string());
+    let rlock_pid = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls (prctl, getppid).
+    unsafe {
+        command.pre_exec(move || {
+            // If rlock dies (even by SIGKILL), its lease stops being renewed:
+            // the command must not run on without the lock.
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != rlock_pid {
+                // rlock died before the line above took effect.
+                return Err(std::io::Error::other(
+                    "rlock exited before the command started",
+                ));
+            }
+            Ok(())
+        });
+    }
+    let spawned = command.spawn();
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {

@@ -716,3 +716,29 @@ async fn fair_exec_over_several_masters_is_a_usage_error() {
     assert_eq!(code(&out), 64, "{}", stderr(&out));
     assert!(stderr(&out).contains("fair"), "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn the_command_is_stopped_when_rlock_itself_is_killed() {
+    let redis = RedisServer::start();
+    let dir = scratch("orphan");
+    let marker = dir.join("term");
+    let ready = dir.join("ready");
+    let script = format!(
+        "trap 'echo orphaned > {}; exit 0' TERM; touch {}; while :; do sleep 0.05; done",
+        marker.display(),
+        ready.display()
+    );
+    let mut child = rlock(&redis)
+        .args(["exec", "orphan", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    assert!(
+        support::eventually(Duration::from_secs(5), || ready.exists()).await,
+        "the command started"
+    );
+    child.kill().await.unwrap(); // SIGKILL to rlock alone, not to its command
+    assert!(
+        support::eventually(Duration::from_secs(5), || marker.exists()).await,
+        "the command ran on after rlock died"
+    );
+}

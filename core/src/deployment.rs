@@ -131,10 +131,10 @@ impl Deployment {
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let lease_ms = req.lease.as_millis() as u64;
         if let Some(node) = self.only() {
-            // A fair waiter may have been handed the lock already: its
-            // attempts must not count that holding twice.
+            // A fair waiter may have been handed the lock already, and a lost
+            // holding may still stand: neither may count as a re-entry.
             let (reply, acked) = node
-                .acquire(req, req.enqueue)
+                .acquire(req, req.enqueue || req.resume)
                 .await
                 .map_err(|e| self.error(&e))?;
             return match reply {

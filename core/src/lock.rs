@@ -411,6 +411,12 @@ impl Lock {
             owner: &self.owner,
             lease,
             believed: inner.holdings.believed_count(&self.keys.lock, &self.owner),
+            // A holding this owner lost track of may still be in Redis: taking
+            // it again must not count it as a re-entry.
+            resume: inner
+                .holdings
+                .view(&self.keys.lock, &self.owner)
+                .is_some_and(|v| v.lost.is_some()),
             enqueue,
             replicas: self.options.sync_replicas,
         };
@@ -462,7 +468,13 @@ impl Lock {
                 lease.as_millis() as u64,
                 last_valid,
             )
-            .await?;
+            .await
+            .inspect_err(|_| {
+                // Redis did not answer: whether the lock was freed is unknown.
+                // Stop renewing it, so it is gone by the end of its lease
+                // either way, and report it lost meanwhile.
+                inner.holdings.abandon(&self.keys.lock, &self.owner);
+            })?;
         match outcome {
             Ok(remaining) => {
                 let drift = inner.deployment.drift(lease);

@@ -27,6 +27,9 @@ pub(crate) struct AcquireRequest<'a> {
     pub believed: u32,
     /// Fair mode: join the waiting line when busy.
     pub enqueue: bool,
+    /// This owner's last holding was lost or abandoned (a release Redis did
+    /// not answer): the lock may still be its own in Redis.
+    pub resume: bool,
     /// Replicas that must acknowledge (`WAIT`), if asked.
     pub replicas: Option<u32>,
 }

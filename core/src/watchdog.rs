@@ -292,6 +292,12 @@ impl Holdings {
         });
     }
 
+    /// A release Redis did not answer: stop renewing the holding (its lease
+    /// ends on its own) and report it lost until the owner takes it again.
+    pub(crate) fn abandon(&self, key: &str, owner: &str) {
+        self.with(key, owner, |h| h.lose(LostReason::Unreachable));
+    }
+
     /// The next instant the loop has work (a renewal or an expiry), which
     /// becomes the loop's plan.
     fn plan_wake(&self) -> Option<Instant> {

@@ -5,7 +5,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use rlock_core::{Client, Error, LockOptions, LostReason, Wait};
+use rlock_core::{Client, ClientOptions, Error, LockOptions, LostReason, Wait};
 use support::RedisServer;
 
 #[tokio::test]
@@ -120,4 +120,84 @@ async fn redis_stopped_while_held_reports_lost_by_the_lease_deadline_then_recove
     }
     assert!(acquired.is_some(), "acquisitions work after the restart");
     fresh.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_release_redis_does_not_answer_stops_renewal_so_the_lease_ends_on_its_own() {
+    let redis = RedisServer::start();
+    let options = ClientOptions {
+        response_timeout: Duration::from_millis(200),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect_with(&redis.url(), options).await.unwrap();
+    let lock = client
+        .lock_with(
+            "unanswered",
+            LockOptions::default().ttl(Duration::from_secs(3)),
+        )
+        .unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    // Redis stalls past the release's retries, then comes back with the key.
+    let url = redis.url();
+    let stall = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(1)
+            .query(&mut c)
+            .unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let err = lock.release().await.unwrap_err();
+    assert_eq!(err.category(), "connection", "{err}");
+    assert_eq!(lock.lost(), Some(LostReason::Unreachable));
+    stall.join().unwrap();
+    // Nothing renews it any more: it is gone by the end of its lease.
+    let gone = support::eventually(Duration::from_secs(5), || {
+        !redis
+            .conn()
+            .exists::<_, bool>("rlock:{unanswered}")
+            .unwrap()
+    })
+    .await;
+    assert!(gone, "the abandoned holding was still renewed");
+    // The same owner takes it afresh, not as a re-entry of the lost holding.
+    assert_eq!(lock.acquire(Wait::Once).await.unwrap().count, 1);
+    assert_eq!(lock.release().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn the_same_owner_taking_back_a_holding_it_lost_track_of_is_not_a_reentry() {
+    let redis = RedisServer::start();
+    let options = ClientOptions {
+        response_timeout: Duration::from_millis(200),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect_with(&redis.url(), options).await.unwrap();
+    let lock = client
+        .lock_with(
+            "resumed",
+            LockOptions::default().ttl(Duration::from_secs(20)),
+        )
+        .unwrap();
+    let first = lock.acquire(Wait::Once).await.unwrap();
+    let url = redis.url();
+    let stall = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(1)
+            .query(&mut c)
+            .unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    lock.release().await.unwrap_err();
+    stall.join().unwrap();
+    // The key is still there, this owner's: taking it again holds it once.
+    let again = lock.acquire(Wait::Once).await.unwrap();
+    assert_eq!(again.count, 1);
+    assert_eq!(again.fencing_token, first.fencing_token);
+    assert_eq!(lock.lost(), None);
+    assert_eq!(lock.release().await.unwrap(), 0, "one release frees it");
+    assert!(!lock.locked().await.unwrap());
 }

@@ -13,6 +13,36 @@ use crate::client::Shared;
 use crate::error::to_py;
 use crate::runtime;
 
+/// A number of seconds as Python gives it: a float or an int. An int too
+/// large for a float is still a number, just an absurd one: it becomes an
+/// infinity the core refuses as out of range (ValueError), never an
+/// OverflowError.
+#[derive(Clone, Copy)]
+pub struct Seconds(f64);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Seconds {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        match obj.extract::<f64>() {
+            Ok(v) => Ok(Seconds(v)),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) => {
+                let negative = obj.lt(0)?;
+                Ok(Seconds(if negative {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn secs(s: Option<Seconds>) -> Option<f64> {
+    s.map(|s| s.0)
+}
+
 /// A lock's arguments, checked once when they are given (before any I/O).
 #[pyclass(frozen, module = "rlock._native", name = "LockSpec")]
 #[derive(Debug, Clone)]
@@ -28,19 +58,20 @@ pub struct LockSpec {
 #[pymethods]
 impl LockSpec {
     #[new]
-    #[pyo3(signature = (name, ttl=30.0, timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false))]
+    #[pyo3(signature = (name, ttl=Seconds(30.0), timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each
     fn new(
         py: Python<'_>,
         name: String,
-        ttl: f64,
-        timeout: Option<f64>,
+        ttl: Seconds,
+        timeout: Option<Seconds>,
         blocking: bool,
         auto_renew: bool,
-        max_hold: Option<f64>,
+        max_hold: Option<Seconds>,
         sync_replicas: Option<i64>,
         fair: bool,
     ) -> PyResult<Self> {
+        let (ttl, timeout, max_hold) = (ttl.0, secs(timeout), secs(max_hold));
         let parse = || -> rlock_core::Result<Self> {
             validate::name(&name)?;
             let replicas = sync_replicas.map(replica_count).transpose()?;
@@ -241,11 +272,11 @@ impl Lock {
         py: Python<'_>,
         unit: &str,
         blocking: Option<bool>,
-        timeout: Option<f64>,
+        timeout: Option<Seconds>,
     ) -> PyResult<bool> {
         let wait = self
             .spec
-            .wait(blocking, timeout)
+            .wait(blocking, secs(timeout))
             .map_err(|e| to_py(py, e))?;
         let acquired = self.acquire_op(unit, wait);
         runtime::wait_interruptible(py, async move { Ok(acquired.await?.is_some()) })
@@ -268,8 +299,8 @@ impl Lock {
     }
 
     #[pyo3(signature = (unit, ttl=None))]
-    fn extend(&self, py: Python<'_>, unit: &str, ttl: Option<f64>) -> PyResult<()> {
-        let extended = self.extend_op(unit, ttl).map_err(|e| to_py(py, e))?;
+    fn extend(&self, py: Python<'_>, unit: &str, ttl: Option<Seconds>) -> PyResult<()> {
+        let extended = self.extend_op(unit, secs(ttl)).map_err(|e| to_py(py, e))?;
         runtime::wait(py, extended)
     }
 
@@ -298,11 +329,11 @@ impl Lock {
         py: Python<'py>,
         unit: &str,
         blocking: Option<bool>,
-        timeout: Option<f64>,
+        timeout: Option<Seconds>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let wait = self
             .spec
-            .wait(blocking, timeout)
+            .wait(blocking, secs(timeout))
             .map_err(|e| to_py(py, e))?;
         let acquired = self.acquire_op(unit, wait);
         runtime::awaitable(py, async move { Ok(acquired.await?.map(Acquisition::new)) })
@@ -327,9 +358,9 @@ impl Lock {
         &self,
         py: Python<'py>,
         unit: &str,
-        ttl: Option<f64>,
+        ttl: Option<Seconds>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let extended = self.extend_op(unit, ttl).map_err(|e| to_py(py, e))?;
+        let extended = self.extend_op(unit, secs(ttl)).map_err(|e| to_py(py, e))?;
         runtime::awaitable_task(py, extended)
     }
 

@@ -27,6 +27,8 @@ const NAMES = [
   ['}starts-with-a-brace', TypeError],
   ['x'.repeat(MIB + 1), TypeError],
   ['\u00e9'.repeat(MIB / 2 + 1), TypeError], // over 1 MiB of UTF-8
+  ['lone \udc80 surrogate', TypeError], // would become U+FFFD: two names, one lock
+  ['high \ud800', TypeError],
   [undefined, TypeError],
   [null, TypeError],
   [42, TypeError],
