@@ -246,7 +246,13 @@ class Monitor:
         return sent, scripted
 
     def close(self) -> None:
+        # shutdown() also ends the reader's recv(); close() alone may not.
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
+        self.thread.join(5)
 
 
 # --------------------------------------------------------------------------
@@ -338,8 +344,7 @@ def redis_benchmark(port: int, n: int) -> Dict[str, Dict[str, float]]:
 # S1 and S5: uncontended cycles
 
 
-def s1(server: RedisServer, first: Dict[str, Worker], rounds: int, block: int,
-       monitor: Monitor) -> Dict[str, Any]:
+def s1(server: RedisServer, first: Dict[str, Worker], rounds: int, block: int) -> Dict[str, Any]:
     items = ([("py", "floor"), ("py", "rlock")] + [("py", p) for p in PY_PEERS]
              + [("js", "floor"), ("js", "rlock")] + [("js", p) for p in JS_PEERS]
              + [("rs", "floor"), ("rs", "rlock")])
@@ -350,6 +355,9 @@ def s1(server: RedisServer, first: Dict[str, Worker], rounds: int, block: int,
                                  "key": f"s1:{lang}:{contender}", "n": n})
 
     counts: Dict[str, Any] = {}
+    # MONITOR echoes every command (those scripts run too) to its client: it is
+    # open while commands are counted, never while cycles are timed.
+    monitor = Monitor(server.port)
     for item in items:
         block_of(item, 50)  # connect, load scripts, warm caches
         before = server.calls()
@@ -364,6 +372,7 @@ def s1(server: RedisServer, first: Dict[str, Worker], rounds: int, block: int,
             "scripted_per_cycle": sum(scripted.values()) / 100,
             "commandstats_per_cycle": {k: v / 100 for k, v in server_calls.items()},
         }
+    monitor.close()
     log("S1: commands per cycle counted; interleaved rounds start")
 
     data: Dict[str, List[Dict[str, Any]]] = {"/".join(i): [] for i in items}
@@ -1000,15 +1009,13 @@ def main() -> None:
                               "machine": machine(), "versions": versions()}
     cpu0, own0, t0 = cpu_busy(), own_cpu_seconds(), time.monotonic()
     server = RedisServer()
-    monitor = Monitor(server.port)
     pools: Dict[str, List[Worker]] = {lang: [Worker(lang, [server.url]) for _ in range(8)]
                                       for lang in LANGS}
     try:
         result["redis_benchmark"] = [redis_benchmark(server.port, 5000 if q else 20000)]
         first = {lang: ws[0] for lang, ws in pools.items()}
         log("S1 + S5: uncontended cycles")
-        result["s1"] = s1(server, first, 4 if q else 25, 50 if q else 200, monitor)
-        monitor.close()
+        result["s1"] = s1(server, first, 4 if q else 25, 50 if q else 200)
         result["s1_summary"] = s1_summary(result["s1"])
         med = {k: v["median_per_round"] for k, v in result["s1_summary"].items()}
         result["s5"] = {lang: [a - b for a, b in zip(med[f"{lang}/rlock"], med["rs/rlock"])]
