@@ -62,7 +62,10 @@ def test_ctrl_c_in_a_fair_wait_leaves_no_entry_and_no_lock(
 ) -> None:
     child = Child(
         f"""
-import sys, rlock
+import signal, sys, rlock
+# Python only turns SIGINT into KeyboardInterrupt when it starts with SIGINT
+# at its default; a parent run in the background may have it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 lock = rlock.lock({name!r}, fair=True)
 print("waiting")
 try:

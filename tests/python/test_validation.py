@@ -196,7 +196,8 @@ def test_every_bad_argument_raises_a_typed_error_at_once_and_sends_nothing(
     assert "hunter2" not in str(outcome[0])
     assert time.monotonic() - start < 1, "refused before any I/O, so at once"
     assert monitor.mark() == [], "nothing reached Redis"
-    assert server.redis.dbsize() == keys
+    # Earlier tests' leases may end meanwhile: the count can only fall.
+    assert server.redis.dbsize() <= keys, "nothing was written"
 
 
 def test_unreachable_redis_is_a_fast_ConnectionError(nowhere: rlock.Client) -> None:
