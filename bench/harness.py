@@ -375,17 +375,30 @@ def s1(server: RedisServer, first: Dict[str, Worker], rounds: int, block: int) -
     monitor.close()
     log("S1: commands per cycle counted; interleaved rounds start")
 
+    # Each contender's block runs right after a block of its own language's
+    # floor, in the same process: the ratio of the two is taken pair by pair,
+    # so load that comes and goes between rounds cancels out. The three faces
+    # of redis-rlock also run back to back (S5).
     data: Dict[str, List[Dict[str, Any]]] = {"/".join(i): [] for i in items}
+    contenders = [i for i in items if i[1] != "floor"]
+    faces = [("rs", "rlock"), ("py", "rlock"), ("js", "rlock")]
+    s5: List[Dict[str, float]] = []
     for r in range(rounds):
-        order = items[:]
+        order = contenders[:]
         random.shuffle(order)
         for item in order:
+            floor = block_of((item[0], "floor"), block)
             reply = block_of(item, block)
-            data["/".join(item)].append({"round": r, "lat": reply["lat"], "wall": reply["wall"]})
-        if (r + 1) % 5 == 0:
+            data[f"{item[0]}/floor"].append({"round": r, "lat": floor["lat"], "wall": floor["wall"]})
+            data["/".join(item)].append({"round": r, "lat": reply["lat"], "wall": reply["wall"],
+                                         "floor": statistics.median(floor["lat"])})
+        trio = faces[:]
+        random.shuffle(trio)
+        s5.append({lang: statistics.median(block_of((lang, c), block)["lat"]) / 1000 for lang, c in trio})
+        if (r + 1) % 10 == 0:
             log(f"S1: round {r + 1}/{rounds}")
     return {"items": ["/".join(i) for i in items], "counts": counts, "blocks": data,
-            "block": block, "rounds": rounds}
+            "block": block, "rounds": rounds, "s5": s5}
 
 
 def s1_summary(res: Dict[str, Any]) -> Dict[str, Any]:
@@ -393,8 +406,6 @@ def s1_summary(res: Dict[str, Any]) -> Dict[str, Any]:
     med = {k: [statistics.median(b["lat"]) / 1000 for b in v] for k, v in blocks.items()}
     summary: Dict[str, Any] = {}
     for key, per_round in med.items():
-        lang = key.split("/")[0]
-        floor = med[f"{lang}/floor"]
         pooled = [x / 1000 for b in blocks[key] for x in b["lat"]]
         summary[key] = {
             "cycles": len(pooled),
@@ -402,7 +413,9 @@ def s1_summary(res: Dict[str, Any]) -> Dict[str, Any]:
             "p50": pct(pooled, 50),
             "p99": pct(pooled, 99),
             "median_per_round": per_round,
-            "ratio_to_floor": [c / f for c, f in zip(per_round, floor)],
+            # Each block over the floor block just before it (floors: 1).
+            "ratio_to_floor": [statistics.median(b["lat"]) / b.get("floor", statistics.median(b["lat"]))
+                               for b in blocks[key]],
         }
     return summary
 
@@ -625,9 +638,10 @@ def write_report(r: Dict[str, Any], path: str) -> None:
     add("")
     add(f"{r['s1']['rounds']} rounds; in each round every contender runs one block of "
         f"{r['s1']['block']} cycles, in a shuffled order ({r['s1']['rounds'] * r['s1']['block']} "
-        "cycles each). *vs floor*: the contender's median cycle divided by the median cycle of the "
-        "bare two-command client of the same language, in the same process and round; median "
-        "and (p10–p90) over the rounds. Latencies p50/p99 pool every cycle. Commands: sent by the "
+        "cycles each), each block right after a block of the bare two-command client of its own "
+        "language (the floor) in the same process. *vs floor*: the block's median cycle over that "
+        "floor block's; median and (p10–p90) over the rounds. Latencies p50/p99 and cycles/s pool "
+        "every cycle of the contender (floors: all their blocks). Commands: sent by the "
         "client per cycle, counted with MONITOR (commands run inside scripts, MONITOR source `lua`, "
         "are counted apart); *server calls* is the INFO commandstats delta per cycle, which "
         "includes the commands scripts run.")
@@ -655,9 +669,9 @@ def write_report(r: Dict[str, Any], path: str) -> None:
 
     add("## S5: binding overhead")
     add("")
-    add("The same redis-rlock cycle from Rust, Python and Node, interleaved in the S1 rounds "
-        "(three processes, blocks in a shuffled order): per round, the face's median cycle minus "
-        "Rust's; median and (p10–p90) over the rounds.")
+    add("The same redis-rlock cycle from Rust, Python and Node: in every S1 round one block of "
+        "each, back to back in a shuffled order (three processes); per round, the face's median "
+        "cycle minus Rust's; median and (p10–p90) over the rounds.")
     add("")
     add("| face | µs per cycle above Rust |")
     add("| --- | --- |")
@@ -845,14 +859,14 @@ def targets(r: Dict[str, Any]) -> List[Dict[str, Any]]:
     py = s1s["py/rlock"]["ratio_to_floor"]
     add("S1", "Python ≤ 0.8× the redis-py bare cycle", f"{spread(py)}×", statistics.median(py) <= 0.8)
     for peer in ("redispy-0.1", "redispy-0.001"):
-        speed = [p / x for p, x in zip(s1s[f"py/{peer}"]["median_per_round"],
-                                      s1s["py/rlock"]["median_per_round"])]
+        speed = [p / x for p, x in zip(s1s[f"py/{peer}"]["ratio_to_floor"],
+                                      s1s["py/rlock"]["ratio_to_floor"])]
         add("S1", f"Python ≥ 1.5× faster than {label(('py', peer))}", f"{spread(speed)}× faster",
             statistics.median(speed) >= 1.5)
     js = s1s["js/rlock"]["ratio_to_floor"]
     add("S1", "Node ≤ 0.9× the ioredis bare cycle", f"{spread(js)}×", statistics.median(js) <= 0.9)
-    speed = [p / x for p, x in zip(s1s["js/redis-semaphore"]["median_per_round"],
-                                  s1s["js/rlock"]["median_per_round"])]
+    speed = [p / x for p, x in zip(s1s["js/redis-semaphore"]["ratio_to_floor"],
+                                  s1s["js/rlock"]["ratio_to_floor"])]
     add("S1", "Node faster than redis-semaphore", f"{spread(speed)}× faster",
         statistics.median(speed) > 1)
     for lang in ("py", "js", "rs"):
@@ -1015,11 +1029,9 @@ def main() -> None:
         result["redis_benchmark"] = [redis_benchmark(server.port, 5000 if q else 20000)]
         first = {lang: ws[0] for lang, ws in pools.items()}
         log("S1 + S5: uncontended cycles")
-        result["s1"] = s1(server, first, 4 if q else 25, 50 if q else 200)
+        result["s1"] = s1(server, first, 4 if q else 50, 50 if q else 100)
         result["s1_summary"] = s1_summary(result["s1"])
-        med = {k: v["median_per_round"] for k, v in result["s1_summary"].items()}
-        result["s5"] = {lang: [a - b for a, b in zip(med[f"{lang}/rlock"], med["rs/rlock"])]
-                        for lang in ("py", "js")}
+        result["s5"] = {lang: [t[lang] - t["rs"] for t in result["s1"]["s5"]] for lang in ("py", "js")}
         result["redis_benchmark"].append(redis_benchmark(server.port, 5000 if q else 20000))
         log("S5: the core's cycle from a plain thread over several runtimes")
         result["hops"] = hops(server, 4 if q else 10, 100 if q else 300)
