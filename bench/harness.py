@@ -797,7 +797,7 @@ def chart(r: Dict[str, Any], path: str) -> None:
 
     s1s = r["s1_summary"]
     s2s = r["s2_summary"]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 6.2))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 6.5), gridspec_kw={"width_ratios": [1.2, 1, 1, 1]})
 
     keys = r["s1"]["items"]
     meds = [statistics.median(s1s[k]["median_per_round"]) for k in keys]
@@ -807,38 +807,51 @@ def chart(r: Dict[str, Any], path: str) -> None:
     ax.barh([label(tuple(k.split("/"))) for k in keys], meds, color=colors)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("µs per acquire + release (median of round medians, log)")
+    ax.set_xlabel("µs per acquire + release (median of blocks, log)")
     ax.set_title("S1 uncontended cycle (grey: bare floor)")
     for i, k in enumerate(keys):
-        ax.text(meds[i], i, f" {statistics.median(s1s[k]['ratio_to_floor']):.2f}× floor",
-                va="center", fontsize=8)
+        if not k.endswith("/floor"):
+            ax.text(meds[i], i, f" {statistics.median(s1s[k]['ratio_to_floor']):.2f}× floor",
+                    va="center", fontsize=8)
 
     keys2 = list(s2s)
     names2 = [label(tuple(k.split("/"))) for k in keys2]
     colors2 = ["#d62728" if k.endswith("/rlock") else "#8c1a1a" if k.endswith("/rlock-fair")
                else "#1f77b4" for k in keys2]
+    y = list(range(len(keys2)))
     ax = axes[1]
-    ax.barh(names2, [statistics.median(s2s[k]["cross_per_s"]) for k in keys2], color=colors2)
+    ax.barh(y, [statistics.median(s2s[k]["cross_per_s"]) for k in keys2], color=colors2)
+    ax.set_yticks(y)
+    ax.set_yticklabels(names2)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("handoffs to another worker per second (median of blocks, log)")
-    ax.set_title("S2 contended: 8 processes, one key")
+    ax.set_xlabel("per second (median of blocks, log)")
+    ax.set_title("S2: handoffs to another worker")
 
     ax = axes[2]
-    y = list(range(len(keys2)))
     ax.barh([i - 0.2 for i in y], [s2s[k]["gap_p50"] for k in keys2], height=0.4, label="p50",
             color="#2ca02c")
     ax.barh([i + 0.2 for i in y], [s2s[k]["gap_p99"] for k in keys2], height=0.4, label="p99",
             color="#ff7f0e")
     ax.set_yticks(y)
-    ax.set_yticklabels(names2)
+    ax.set_yticklabels([])
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.axvline(1, color="#2ca02c", ls=":", lw=1)
     ax.axvline(5, color="#ff7f0e", ls=":", lw=1)
-    ax.set_xlabel("ms from release() to another worker's acquire (log; dotted: targets)")
-    ax.set_title("S2 handoff gap")
+    ax.set_xlabel("ms, release() to the next worker's acquire (log)")
+    ax.set_title("S2: handoff gap (dotted: targets)")
     ax.legend(loc="lower right")
+
+    ax = axes[3]
+    ax.barh(y, [s2s[k]["longest_wait_ms"] for k in keys2], color=colors2)
+    ax.set_yticks(y)
+    ax.set_yticklabels([])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(50, color="black", ls=":", lw=1)
+    ax.set_xlabel("ms (log; dotted: the 50 ms target)")
+    ax.set_title("S2: longest single wait")
     fig.suptitle(f"redis-rlock benchmark, {r['date']} — {r['machine']['cores']} cores, shared machine "
                  f"(others used {r['others_cores']:.2f} cores on average)", fontsize=11)
     fig.tight_layout()
