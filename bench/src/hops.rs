@@ -66,6 +66,15 @@ fn current() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// Wakes the runtime-holding thread when dropped.
+struct Release<'a>(&'a tokio::sync::Notify);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let url = &args[0];
     let rounds: usize = args[1].parse()?;
@@ -93,7 +102,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let (holder, stop) = (&ways[4], &stop);
         scope.spawn(move || holder.runtime.block_on(stop.notified()));
         std::thread::sleep(Duration::from_millis(50));
-        let outcome = (|| {
+        // Lets that thread go however the measuring ends (a panic included),
+        // or the scope would wait for it forever.
+        let _release = Release(stop);
+        (|| {
             for _ in 0..rounds {
                 for (i, way) in ways.iter().enumerate() {
                     way.cycle()?;
@@ -108,9 +120,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 }
             }
             Ok(())
-        })();
-        stop.notify_one();
-        outcome
+        })()
     })?;
     for (way, m) in ways.iter().zip(&mut medians) {
         m.sort_by(f64::total_cmp);
