@@ -353,10 +353,10 @@ def s1(server: RedisServer, first: Dict[str, Worker], rounds: int, block: int) -
              + [("js", "floor"), ("js", "rlock")] + [("js", p) for p in JS_PEERS]
              + [("rs", "floor"), ("rs", "rlock")])
 
-    def block_of(item: Tuple[str, str], n: int) -> Dict[str, Any]:
+    def block_of(item: Tuple[str, str], n: int, **pairing: Any) -> Dict[str, Any]:
         lang, contender = item
         return first[lang].call({"op": "s1", "contender": contender,
-                                 "key": f"s1:{lang}:{contender}", "n": n})
+                                 "key": f"s1:{lang}:{contender}", "n": n, **pairing})
 
     counts: Dict[str, Any] = {}
     # Server time per cycle first, without MONITOR (which Redis feeds from
@@ -388,9 +388,9 @@ def s1(server: RedisServer, first: Dict[str, Worker], rounds: int, block: int) -
     monitor.close()
     log("S1: commands per cycle counted; interleaved rounds start")
 
-    # Each contender's block runs right after a block of its own language's
-    # floor, in the same process: the ratio of the two is taken pair by pair,
-    # so load that comes and goes between rounds cancels out. The three faces
+    # Each contender's block alternates, in chunks of 10 cycles, with the floor
+    # of its own language in the same process: the ratio of the two is taken
+    # block by block, so load that comes and goes cancels out. The three faces
     # of redis-rlock also run back to back (S5).
     data: Dict[str, List[Dict[str, Any]]] = {"/".join(i): [] for i in items}
     contenders = [i for i in items if i[1] != "floor"]
@@ -400,11 +400,11 @@ def s1(server: RedisServer, first: Dict[str, Worker], rounds: int, block: int) -
         order = contenders[:]
         random.shuffle(order)
         for item in order:
-            floor = block_of((item[0], "floor"), block)
-            reply = block_of(item, block)
-            data[f"{item[0]}/floor"].append({"round": r, "lat": floor["lat"], "wall": floor["wall"]})
+            reply = block_of(item, block, pair="floor", chunk=10)
+            data[f"{item[0]}/floor"].append({"round": r, "lat": reply["pair_lat"],
+                                             "wall": reply["pair_wall"]})
             data["/".join(item)].append({"round": r, "lat": reply["lat"], "wall": reply["wall"],
-                                         "floor": statistics.median(floor["lat"])})
+                                         "floor": statistics.median(reply["pair_lat"])})
         trio = faces[:]
         random.shuffle(trio)
         s5.append({lang: statistics.median(block_of((lang, c), block)["lat"]) / 1000 for lang, c in trio})
@@ -653,9 +653,10 @@ def write_report(r: Dict[str, Any], path: str) -> None:
     add("")
     add(f"{r['s1']['rounds']} rounds; in each round every contender runs one block of "
         f"{r['s1']['block']} cycles, in a shuffled order ({r['s1']['rounds'] * r['s1']['block']} "
-        "cycles each), each block right after a block of the bare two-command client of its own "
-        "language (the floor) in the same process. *vs floor*: the block's median cycle over that "
-        "floor block's; median and (p10–p90) over the rounds. Latencies p50/p99 and cycles/s pool "
+        "cycles each), its cycles alternating in chunks of 10 with those of the bare two-command "
+        "client of its own language (the floor) in the same process. *vs floor*: the block's "
+        "median cycle over the median of the floor cycles interleaved with it; median and "
+        "(p10–p90) over the rounds. Latencies p50/p99 and cycles/s pool "
         "every cycle of the contender (floors: all their blocks). Commands: sent by the "
         "client per cycle, counted with MONITOR (commands run inside scripts, MONITOR source `lua`, "
         "are counted apart); *server calls* is the INFO commandstats delta per cycle, which "

@@ -85,17 +85,28 @@ async function make(name, key, ttlMs, { wait = false } = {}) {
   }
 }
 
+// `n` uncontended cycles; with `pair`, that contender's cycles alternate with
+// them in chunks of `chunk` (its latencies come back as `pair_lat`).
 async function s1(req) {
-  const c = await make(req.contender, req.key, 30000)
-  const lat = []
-  const start = now()
-  for (let i = 0; i < req.n; i++) {
-    const t = now()
-    if (!(await c.acquire())) throw new Error('uncontended acquire failed')
-    await c.release()
-    lat.push(now() - t)
+  const chunk = req.chunk || req.n
+  const runs = [['lat', await make(req.contender, req.key, 30000)]]
+  if (req.pair) runs.unshift(['pair_lat', await make(req.pair, `${req.key}:pair`, 30000)])
+  const out = { lat: [], pair_lat: [], wall: 0, pair_wall: 0 }
+  for (let done = 0; done < req.n; ) {
+    const k = Math.min(chunk, req.n - done)
+    for (const [field, c] of runs) {
+      const start = now()
+      for (let i = 0; i < k; i++) {
+        const t = now()
+        if (!(await c.acquire())) throw new Error('uncontended acquire failed')
+        await c.release()
+        out[field].push(now() - t)
+      }
+      out[field === 'lat' ? 'wall' : 'pair_wall'] += now() - start
+    }
+    done += k
   }
-  return { lat, wall: now() - start }
+  return out
 }
 
 async function s2(req) {

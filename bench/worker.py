@@ -94,17 +94,30 @@ def make(name: str, key: str, ttl: float) -> Contender:
 
 
 def s1(req: Dict[str, Any]) -> Dict[str, Any]:
-    acquire, release = make(req["contender"], req["key"], 30.0)
-    lat = []
+    """`n` uncontended cycles; with `pair`, that contender's cycles alternate
+    with them in chunks of `chunk` (its latencies come back as `pair_lat`)."""
+    n = req["n"]
+    chunk = req.get("chunk") or n
+    runs = [("lat", make(req["contender"], req["key"], 30.0))]
+    if req.get("pair"):
+        runs.insert(0, ("pair_lat", make(req["pair"], req["key"] + ":pair", 30.0)))
+    out: Dict[str, Any] = {"lat": [], "pair_lat": [], "wall": 0, "pair_wall": 0}
     clock = time.perf_counter_ns
-    start = clock()
-    for _ in range(req["n"]):
-        t = clock()
-        if not acquire():
-            raise RuntimeError("uncontended acquire failed")
-        release()
-        lat.append(clock() - t)
-    return {"lat": lat, "wall": clock() - start}
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        for field, (acquire, release) in runs:
+            lat = out[field]
+            start = clock()
+            for _ in range(k):
+                t = clock()
+                if not acquire():
+                    raise RuntimeError("uncontended acquire failed")
+                release()
+                lat.append(clock() - t)
+            out["wall" if field == "lat" else "pair_wall"] += clock() - start
+        done += k
+    return out
 
 
 def s2(req: Dict[str, Any]) -> Dict[str, Any]:

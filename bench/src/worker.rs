@@ -170,27 +170,46 @@ async fn handle(shared: Arc<Shared>, request: Value) -> Result<Value> {
     let contender = text(&request, "contender")?;
     let key = text(&request, "key")?;
     match text(&request, "op")? {
-        "s1" => s1(&shared, contender, key, number(&request, "n")?).await,
+        "s1" => s1(&shared, &request, contender, key).await,
         "s2" => s2(&shared, contender, key, &request).await,
         "idle" => idle(&shared, contender, key, number(&request, "waiters")?).await,
         other => Err(format!("unknown op {other:?}").into()),
     }
 }
 
-/// S1: `n` uncontended acquire + release cycles; the latency of each.
-async fn s1(shared: &Shared, contender: &str, key: &str, n: i64) -> Result<Value> {
-    let mut c = Contender::new(shared, contender, key, Duration::from_secs(30)).await?;
-    let mut lat = Vec::with_capacity(n as usize);
-    let start = Instant::now();
-    for _ in 0..n {
-        let t = Instant::now();
-        if !c.acquire().await? {
-            return Err("uncontended acquire failed".into());
-        }
-        c.release().await?;
-        lat.push(t.elapsed().as_nanos() as u64);
+/// S1: `n` uncontended acquire + release cycles; the latency of each. With
+/// `pair`, that contender's cycles alternate with them in chunks of `chunk`
+/// (its latencies come back as `pair_lat`).
+async fn s1(shared: &Shared, request: &Value, contender: &str, key: &str) -> Result<Value> {
+    let n = number(request, "n")?;
+    let chunk = request["chunk"].as_i64().unwrap_or(n).max(1);
+    let ttl = Duration::from_secs(30);
+    let mut runs = vec![(0, Contender::new(shared, contender, key, ttl).await?)];
+    if let Some(pair) = request["pair"].as_str() {
+        let paired = Contender::new(shared, pair, &format!("{key}:pair"), ttl).await?;
+        runs.insert(0, (1, paired));
     }
-    Ok(json!({ "lat": lat, "wall": start.elapsed().as_nanos() as u64 }))
+    let mut lat: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    let mut wall = [0u64; 2];
+    let mut done = 0;
+    while done < n {
+        let k = chunk.min(n - done);
+        for (which, c) in runs.iter_mut() {
+            let start = Instant::now();
+            for _ in 0..k {
+                let t = Instant::now();
+                if !c.acquire().await? {
+                    return Err("uncontended acquire failed".into());
+                }
+                c.release().await?;
+                lat[*which].push(t.elapsed().as_nanos() as u64);
+            }
+            wall[*which] += start.elapsed().as_nanos() as u64;
+        }
+        done += k;
+    }
+    let [lat, pair_lat] = lat;
+    Ok(json!({ "lat": lat, "pair_lat": pair_lat, "wall": wall[0], "pair_wall": wall[1] }))
 }
 
 /// S2: acquire / increment the shared counter / release, from `start` until
