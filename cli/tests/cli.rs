@@ -36,6 +36,46 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// A command that writes `word` to `term` when it gets SIGTERM (then exits 0),
+/// and touches `ready` once it listens for it; it runs until then.
+struct Trapping {
+    script: String,
+    term: PathBuf,
+    ready: PathBuf,
+}
+
+fn trapping(dir: &str, word: &str) -> Trapping {
+    let dir = scratch(dir);
+    let (term, ready) = (dir.join("term"), dir.join("ready"));
+    let script = format!(
+        "trap 'echo {word} > {}; exit 0' TERM; touch {}; while :; do sleep 0.05; done",
+        term.display(),
+        ready.display()
+    );
+    Trapping {
+        script,
+        term,
+        ready,
+    }
+}
+
+impl Trapping {
+    async fn started(&self) {
+        let ready = &self.ready;
+        assert!(
+            support::eventually(Duration::from_secs(5), || ready.exists()).await,
+            "the command started"
+        );
+    }
+
+    fn heard(&self) -> String {
+        std::fs::read_to_string(&self.term)
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rlock-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -125,23 +165,22 @@ async fn a_busy_lock_exits_75_and_runs_nothing() {
 #[tokio::test]
 async fn a_lost_lease_stops_the_command_with_sigterm_and_exits_70() {
     let redis = RedisServer::start();
-    let dir = scratch("lost");
-    let marker = dir.join("term");
-    let ready = dir.join("ready");
-    let script = format!(
-        "trap 'echo got-term > {}; exit 0' TERM; touch {}; while :; do sleep 0.05; done",
-        marker.display(),
-        ready.display()
-    );
+    let cmd = trapping("lost", "got-term");
     let child = rlock(&redis)
-        .args(["exec", "--ttl", "1", "victim", "--", "sh", "-c", &script])
+        .args([
+            "exec",
+            "--ttl",
+            "1",
+            "victim",
+            "--",
+            "sh",
+            "-c",
+            &cmd.script,
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(
-        support::eventually(Duration::from_secs(5), || ready.exists()).await,
-        "the command started"
-    );
+    cmd.started().await;
     let _: () = redis.conn().del("rlock:{victim}").unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
         .await
@@ -149,7 +188,7 @@ async fn a_lost_lease_stops_the_command_with_sigterm_and_exits_70() {
         .unwrap();
     assert_eq!(code(&out), 70, "{}", stderr(&out));
     assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "got-term");
+    assert_eq!(cmd.heard(), "got-term");
 }
 
 #[tokio::test]
@@ -183,22 +222,12 @@ async fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
 #[tokio::test]
 async fn sigterm_to_rlock_is_forwarded_and_the_lock_released() {
     let redis = RedisServer::start();
-    let dir = scratch("forward");
-    let marker = dir.join("term");
-    let ready = dir.join("ready");
-    let script = format!(
-        "trap 'echo forwarded > {}; exit 0' TERM; touch {}; while :; do sleep 0.05; done",
-        marker.display(),
-        ready.display()
-    );
+    let cmd = trapping("forward", "forwarded");
     let mut child = rlock(&redis)
-        .args(["exec", "fwd", "--", "sh", "-c", &script])
+        .args(["exec", "fwd", "--", "sh", "-c", &cmd.script])
         .spawn()
         .unwrap();
-    assert!(
-        support::eventually(Duration::from_secs(5), || ready.exists()).await,
-        "the command started"
-    );
+    cmd.started().await;
     assert!(
         redis.conn().exists::<_, bool>("rlock:{fwd}").unwrap(),
         "held while the command runs"
@@ -210,10 +239,7 @@ async fn sigterm_to_rlock_is_forwarded_and_the_lock_released() {
         .unwrap()
         .unwrap();
     assert_eq!(status.code(), Some(0), "the command's own status");
-    assert_eq!(
-        std::fs::read_to_string(&marker).unwrap().trim(),
-        "forwarded"
-    );
+    assert_eq!(cmd.heard(), "forwarded");
     assert!(
         !redis.conn().exists::<_, bool>("rlock:{fwd}").unwrap(),
         "released after the command exited"
@@ -720,25 +746,19 @@ async fn fair_exec_over_several_masters_is_a_usage_error() {
 #[tokio::test]
 async fn the_command_is_stopped_when_rlock_itself_is_killed() {
     let redis = RedisServer::start();
-    let dir = scratch("orphan");
-    let marker = dir.join("term");
-    let ready = dir.join("ready");
-    let script = format!(
-        "trap 'echo orphaned > {}; exit 0' TERM; touch {}; while :; do sleep 0.05; done",
-        marker.display(),
-        ready.display()
-    );
+    let cmd = trapping("orphan", "orphaned");
     let mut child = rlock(&redis)
-        .args(["exec", "orphan", "--", "sh", "-c", &script])
+        .args(["exec", "orphan", "--", "sh", "-c", &cmd.script])
         .spawn()
         .unwrap();
-    assert!(
-        support::eventually(Duration::from_secs(5), || ready.exists()).await,
-        "the command started"
-    );
+    cmd.started().await;
     child.kill().await.unwrap(); // SIGKILL to rlock alone, not to its command
+    let term = &cmd.term;
     assert!(
-        support::eventually(Duration::from_secs(5), || marker.exists()).await,
+        support::eventually(Duration::from_secs(5), || {
+            std::fs::read_to_string(term).is_ok_and(|t| t.trim() == "orphaned")
+        })
+        .await,
         "the command ran on after rlock died"
     );
 }

@@ -138,16 +138,7 @@ async fn a_release_redis_does_not_answer_stops_renewal_so_the_lease_ends_on_its_
         .unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     // Redis stalls past the release's retries, then comes back with the key.
-    let url = redis.url();
-    let stall = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let _: () = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg(1)
-            .query(&mut c)
-            .unwrap();
-    });
-    std::thread::sleep(Duration::from_millis(100));
+    let stall = redis.stall(1.0);
     let err = lock.release().await.unwrap_err();
     assert_eq!(err.category(), "connection", "{err}");
     assert_eq!(lock.lost(), Some(LostReason::Unreachable));
@@ -181,16 +172,7 @@ async fn the_same_owner_taking_back_a_holding_it_lost_track_of_is_not_a_reentry(
         )
         .unwrap();
     let first = lock.acquire(Wait::Once).await.unwrap();
-    let url = redis.url();
-    let stall = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let _: () = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg(1)
-            .query(&mut c)
-            .unwrap();
-    });
-    std::thread::sleep(Duration::from_millis(100));
+    let stall = redis.stall(1.0);
     lock.release().await.unwrap_err();
     stall.join().unwrap();
     // The key is still there, this owner's: taking it again holds it once.

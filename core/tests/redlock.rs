@@ -143,16 +143,7 @@ async fn a_node_stalled_past_the_node_timeout_does_not_stall_acquisition() {
     let warm = client.lock("warm").unwrap();
     warm.acquire(Wait::Once).await.unwrap();
     warm.release().await.unwrap();
-    let url = nodes[0].url();
-    let sleeper = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let _: () = redis::cmd("DEBUG")
-            .arg("SLEEP")
-            .arg(2)
-            .query(&mut c)
-            .unwrap();
-    });
-    std::thread::sleep(Duration::from_millis(100)); // let DEBUG SLEEP reach the server
+    let sleeper = nodes[0].stall(2.0);
     let start = Instant::now();
     let lock = client.lock("slow-node").unwrap();
     lock.acquire(Wait::For(Duration::from_secs(5)))

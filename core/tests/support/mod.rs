@@ -231,6 +231,35 @@ impl RedisServer {
         n
     }
 
+    /// Stalls the server for `seconds` (DEBUG SLEEP) and returns once it has
+    /// stopped answering; join the handle to wait for it to come back.
+    pub fn stall(&self, seconds: f64) -> std::thread::JoinHandle<()> {
+        let url = self.url();
+        let sleeper = std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let _: () = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(seconds)
+                .query(&mut c)
+                .unwrap();
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut probe = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+            probe
+                .set_read_timeout(Some(Duration::from_millis(50)))
+                .unwrap();
+            probe.write_all(b"PING\r\n").unwrap();
+            if probe.read(&mut [0u8; 16]).is_err() {
+                return sleeper; // no answer within 50 ms: stalled
+            }
+            assert!(
+                Instant::now() < deadline,
+                "DEBUG SLEEP never stalled the server"
+            );
+        }
+    }
+
     /// The Cluster hash slot of `key`, as a Cluster node computes it.
     pub fn keyslot(&self, key: &str) -> u16 {
         redis::cmd("CLUSTER")
@@ -426,6 +455,14 @@ fn make_certificates(dir: &std::path::Path) {
         "-extfile",
         "server.ext",
     ]);
+}
+
+/// The outcome of a spawned task, which must finish `within`.
+pub async fn finished<T>(task: tokio::task::JoinHandle<T>, within: Duration) -> T {
+    tokio::time::timeout(within, task)
+        .await
+        .expect("the task did not finish in time")
+        .expect("the task panicked")
 }
 
 /// Runs every lock in `locks` concurrently, each taking its lock `rounds`
