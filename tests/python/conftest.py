@@ -287,3 +287,27 @@ class Child:
     def kill(self) -> None:
         self.proc.kill()
         self.proc.wait()
+
+
+def waiting_child(server: RedisServer, name: str, fair: bool = False) -> Child:
+    """A child process blocked in `acquire()` of `name` that says "waiting"
+    first, then "interrupted" on Ctrl-C (or "acquired"); after a line on its
+    stdin, "owned <owned()> <locked()>"."""
+    return Child(
+        f"""
+import signal, sys, rlock
+# Python only turns SIGINT into KeyboardInterrupt when it starts with SIGINT
+# at its default; a parent run in the background may have it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+lock = rlock.lock({name!r}, fair={fair!r})
+print("waiting")
+try:
+    lock.acquire()
+    print("acquired")
+except KeyboardInterrupt:
+    print("interrupted")
+sys.stdin.readline()  # stay alive: a leaked acquisition would be renewed
+print("owned", lock.owned(), lock.locked())
+""",
+        env={"REDIS_URL": server.url},
+    )

@@ -11,7 +11,7 @@ import time
 from typing import List
 
 import rlock
-from conftest import Child, RedisServer, eventually, lock_key
+from conftest import RedisServer, eventually, lock_key, waiting_child
 
 
 def in_line(server: RedisServer, name: str) -> int:
@@ -60,23 +60,7 @@ def test_a_timeout_leaves_no_entry(client: rlock.Client, server: RedisServer, na
 def test_ctrl_c_in_a_fair_wait_leaves_no_entry_and_no_lock(
     client: rlock.Client, server: RedisServer, name: str
 ) -> None:
-    child = Child(
-        f"""
-import signal, sys, rlock
-# Python only turns SIGINT into KeyboardInterrupt when it starts with SIGINT
-# at its default; a parent run in the background may have it ignored.
-signal.signal(signal.SIGINT, signal.default_int_handler)
-lock = rlock.lock({name!r}, fair=True)
-print("waiting")
-try:
-    lock.acquire()
-    print("acquired")
-except KeyboardInterrupt:
-    print("interrupted")
-sys.stdin.readline()
-""",
-        env={"REDIS_URL": server.url},
-    )
+    child = waiting_child(server, name, fair=True)
     try:
         held = client.lock(name, fair=True)
         assert held.acquire()

@@ -13,7 +13,7 @@ import time
 from typing import Any, List
 
 import rlock
-from conftest import Child, RedisServer, eventually, lock_key
+from conftest import RedisServer, eventually, lock_key, waiting_child
 
 
 def wait_for_waiter(server: RedisServer, name: str) -> None:
@@ -54,24 +54,7 @@ def test_the_gil_is_released_while_waiting(client: rlock.Client, server: RedisSe
 def test_ctrl_c_interrupts_a_blocked_acquire_quickly_and_leaves_no_lock(
     client: rlock.Client, server: RedisServer, name: str
 ) -> None:
-    child = Child(
-        f"""
-import signal, sys, rlock
-# Python only turns SIGINT into KeyboardInterrupt when it starts with SIGINT
-# at its default; a parent run in the background may have it ignored.
-signal.signal(signal.SIGINT, signal.default_int_handler)
-lock = rlock.lock({name!r})
-print("waiting")
-try:
-    lock.acquire()
-    print("acquired")
-except KeyboardInterrupt:
-    print("interrupted")
-sys.stdin.readline()  # stay alive: a leaked acquisition would be renewed
-print("owned", lock.owned(), lock.locked())
-""",
-        env={"REDIS_URL": server.url},
-    )
+    child = waiting_child(server, name, fair=False)
     try:
         held = client.lock(name)
         held.acquire()
