@@ -5,7 +5,9 @@ critical section (it records enter, steps and lost, see recorder.py), and this
 loop records the wait before and the outcome after, from rlock's exit status:
 0 released, 70 lost (the recorder got SIGTERM), 75 timed out, 69 Redis
 unreachable. Same config and protocol as worker.py; stdlib only, so it and the
-recorder start in milliseconds (run with `python -S`)."""
+recorder start in milliseconds (run with `python -S`). A list `url` becomes
+repeated `--url` (a Redlock, or with `cluster: true` a Cluster's seeds, and
+`--cluster`); `fair: true` is `--fair`."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import random
 import subprocess
 import sys
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 now = time.monotonic_ns
@@ -39,6 +41,17 @@ def entered(name: str, since: int) -> bool:
         )
 
 
+def deployment() -> List[str]:
+    """The servers and the lock's mode, as rlock's flags."""
+    urls = cfg["url"] if isinstance(cfg["url"], list) else [cfg["url"]]
+    flags = [arg for url in urls for arg in ("--url", url)]
+    if cfg.get("cluster"):
+        flags.append("--cluster")
+    if cfg.get("fair"):
+        flags.append("--fair")
+    return flags
+
+
 def main() -> None:
     print("ready", flush=True)
     assert sys.stdin.readline().strip() == "go"
@@ -48,7 +61,7 @@ def main() -> None:
         n += 1
         name = rng.choice(cfg["names"])
         hold = rng.uniform(*cfg.get("hold_ms", [0, 0]))
-        args = [cfg["rlock"], "exec", "--url", cfg["url"], "--ttl", str(cfg["ttl_ms"] / 1000), "--grace", "1"]
+        args = [cfg["rlock"], "exec", *deployment(), "--ttl", str(cfg["ttl_ms"] / 1000), "--grace", "1"]
         if cfg.get("timeout_ms") is not None:
             args += ["--timeout", str(cfg["timeout_ms"] / 1000)]
         recorder = [sys.executable, "-S", "-E", os.path.join(HERE, "recorder.py")]

@@ -23,6 +23,7 @@ assert _spec is not None and _spec.loader is not None
 support = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(support)
 RedisServer = support.RedisServer
+RedisCluster = support.RedisCluster
 
 FIGURES: Dict[str, Dict[str, Any]] = {}
 OUTCOMES: Dict[str, int] = {"passed": 0, "failed": 0}
@@ -55,18 +56,57 @@ def proxy(background: Background, server: Any) -> Iterator[Proxy]:
 
 
 @pytest.fixture
-def scenario(request: pytest.FixtureRequest, server: Any, background: Background) -> Iterator[Scenario]:
+def masters() -> Iterator[List[Any]]:
+    """Three independent redis-servers: the masters of a Redlock."""
+    servers: List[Any] = []
+    try:
+        for _ in range(3):
+            servers.append(RedisServer())
+        yield servers
+    finally:
+        for s in servers:
+            s.stop()
+
+
+@pytest.fixture
+def cluster() -> Iterator[Any]:
+    """A Redis Cluster of three masters (no replicas)."""
+    c = RedisCluster(3)
+    yield c
+    c.stop()
+
+
+def _scenario(
+    request: pytest.FixtureRequest, servers: List[Any], background: Background, cluster: Any = None
+) -> Iterator[Scenario]:
     label = request.node.name.removeprefix("test_")
     keep = os.environ.get("FAULTS_KEEP")  # a directory to keep the records in
     if keep:
         dir = os.path.join(keep, label)
         os.makedirs(dir, exist_ok=True)
-        with Scenario(label, dir, server, background) as sc:
+        with Scenario(label, dir, servers, background, cluster) as sc:
             yield sc
         return
     with tempfile.TemporaryDirectory(prefix="rlock-faults-") as dir:
-        with Scenario(label, dir, server, background) as sc:
+        with Scenario(label, dir, servers, background, cluster) as sc:
             yield sc
+
+
+@pytest.fixture
+def scenario(request: pytest.FixtureRequest, server: Any, background: Background) -> Iterator[Scenario]:
+    yield from _scenario(request, [server], background)
+
+
+@pytest.fixture
+def redlock_scenario(request: pytest.FixtureRequest, masters: List[Any], background: Background) -> Iterator[Scenario]:
+    """Workers on a Redlock over the three `masters`."""
+    yield from _scenario(request, masters, background)
+
+
+@pytest.fixture
+def cluster_scenario(request: pytest.FixtureRequest, cluster: Any, background: Background) -> Iterator[Scenario]:
+    """Workers in cluster mode on the three-master `cluster`."""
+    yield from _scenario(request, cluster.nodes, background, cluster)
 
 
 def record(label: str, figures: Dict[str, Any]) -> None:

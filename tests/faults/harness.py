@@ -1,6 +1,7 @@
 """Running one fault scenario: mixed Python, Node and CLI workers against a
-real redis-server (directly or through the wire proxy), the faults the test
-injects, and the records the checker reads afterwards."""
+real redis-server (directly or through the wire proxy), three independent ones
+(a Redlock) or a Redis Cluster, the faults the test injects, and the records
+the checker reads afterwards."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Union
 
 from background import Background
 from checker import Report, check
@@ -78,13 +79,24 @@ class Worker:
 
 class Scenario:
     """Workers, the suite's actions (`events`), and the fenced storage of one
-    scenario. Use as a context manager: leftover workers are killed at exit."""
+    scenario. Use as a context manager: leftover workers are killed at exit.
 
-    def __init__(self, name: str, dir: str, server: Any, background: Background) -> None:
+    The deployment: one server (`servers` of one), a Redlock over several
+    independent ones, or with `cluster` (the Python suite's RedisCluster) the
+    masters of one Redis Cluster. `url` is what the workers connect to: one
+    URL, or the list of them."""
+
+    def __init__(
+        self, name: str, dir: str, servers: Sequence[Any], background: Background, cluster: Any = None
+    ) -> None:
         self.name = name
         self.dir = dir
-        self.server = server  # the Python suite's RedisServer
-        self.url = server.url
+        self.servers = list(servers)  # the Python suite's RedisServers
+        self.server = self.servers[0]
+        self.cluster = cluster
+        self.url: Union[str, List[str]] = (
+            self.server.url if len(self.servers) == 1 else [s.url for s in self.servers]
+        )
         self.events: List[Dict[str, Any]] = []
         self.workers: Dict[str, Worker] = {}
         self.storage = FencedStorage(background, os.path.join(dir, "storage.sock"))
@@ -108,6 +120,19 @@ class Scenario:
         """The lock's hash in Redis (default prefix)."""
         return f"rlock:{{{name}}}"
 
+    def pttls(self, name: str) -> List[int]:
+        """The lock's remaining lease on every server that keeps it: each
+        Redlock master, or the Cluster master of its slot (-2: no key)."""
+        servers = [self.cluster.master_of(self.key(name))] if self.cluster else self.servers
+        return [int(s.redis.pttl(self.key(name))) for s in servers]
+
+    def lease_left(self, name: str) -> int:
+        """How long until the lock is free if nobody renews or releases it:
+        its PTTL on one server; on a Redlock, until a majority of the masters
+        has let the key expire."""
+        pttls = sorted(self.pttls(name))
+        return pttls[(len(pttls) - 1) // 2]
+
     def worker(self, lang: str, **cfg: Any) -> Worker:
         """Starts a worker; `cfg` as worker.py documents (names, ttl_ms, ...)."""
         wid = f"{lang}{len(self.workers) + 1}"
@@ -115,6 +140,7 @@ class Scenario:
             "id": wid,
             "lang": lang,
             "url": self.url,
+            **({"cluster": True} if self.cluster else {}),
             "records": os.path.join(self.dir, f"{wid}.jsonl"),
             "storage": self.storage.path,
             "rlock": RLOCK,

@@ -1,7 +1,8 @@
 """The command a CLI worker runs under `rlock exec`: a critical section that
 records enter, steps and lost like worker.py's. Its token is the
 RLOCK_FENCING_TOKEN rlock exports; rlock tells it the lease was lost with
-SIGTERM, which it records and obeys at once."""
+SIGTERM, which it records and obeys at once. With `until_file` it holds until
+that file exists."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ while True:
         break
     sock.sendall(f"{name} {tok} {cfg['id']}\n".encode())
     rec(e="step", t=t, ok=answers.readline() == b"ok\n")
-    if t >= end:
+    if os.path.exists(cfg["until_file"]) if cfg.get("until_file") else t >= end:
         break
     time.sleep(cfg.get("step_ms", 5) / 1000)
 sys.exit(0)

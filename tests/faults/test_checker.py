@@ -65,6 +65,13 @@ def test_tokens_that_do_not_grow_in_entry_order_fail() -> None:
     assert any("token 2 <= 2" in p for p in found), found
 
 
+def test_without_fencing_tokens_out_of_order_are_counted_but_overlaps_still_fail() -> None:
+    report = check(holding("a", 2, 0, 10, 11) + holding("b", 1, 12, 20, 21), WORKERS, [], fencing=False)
+    assert report.problems == [] and report.figures["tokens out of entry order (no fencing promised)"] == 1
+    overlap = check(holding("a", 2, 0, 30, 31) + holding("b", 1, 12, 40, 41), WORKERS, [], fencing=False)
+    assert any("still believed" in p for p in overlap.problems), overlap.problems
+
+
 def test_a_stale_write_accepted_fails_and_a_refused_one_is_counted() -> None:
     records = holding("a", 1, 0, 10, 11) + holding("b", 2, 12, 20, 21)
     accepted = Write(ms(15), "x", 1, "a", True)

@@ -1,7 +1,10 @@
 'use strict'
 // A Node worker of the fault suite: the same protocol and records as
 // worker.py (see its docstring), through `client.using()`. Stamps come from
-// process.hrtime.bigint(), which is CLOCK_MONOTONIC, as Python's are.
+// process.hrtime.bigint(), which is CLOCK_MONOTONIC, as Python's are. The
+// config's `url` may be a list (Redlock, or with `cluster: true` a Cluster's
+// seeds); `fair: true` waits in line; `until_file` ends each holding once
+// that file exists.
 
 const fs = require('node:fs')
 const net = require('node:net')
@@ -53,10 +56,14 @@ class Storage {
   }
 }
 
+// Whether a holding is over: at `end`, or once the suite created `until_file`.
+const over = (t, end) => (cfg.until_file ? fs.existsSync(cfg.until_file) : t >= end)
+const lockOptions = () => ({ ttlMs: cfg.ttl_ms, timeoutMs: cfg.timeout_ms ?? undefined, fair: cfg.fair ?? false })
+
 const errorOut = (e) => `error:${e?.name}:${e?.message}`.slice(0, 300)
 
 async function runRounds(client, storage) {
-  const options = { ttlMs: cfg.ttl_ms, timeoutMs: cfg.timeout_ms ?? undefined }
+  const options = lockOptions()
   const until = now() + (cfg.for_ms ?? Infinity) * MS
   for (let n = 0; n < (cfg.rounds ?? Infinity) && now() < until; n++) {
     const name = pick(cfg.names)
@@ -73,7 +80,7 @@ async function runRounds(client, storage) {
           const t = now()
           if (signal.aborted) return
           rec({ e: 'step', n: name, tok, t, ok: await storage.write(name, tok) })
-          if (t >= end) return
+          if (over(t, end)) return
           await sleep(cfg.step_ms ?? 5)
         }
       })
@@ -89,7 +96,7 @@ async function runRounds(client, storage) {
 }
 
 async function runCycles(client) {
-  const options = { ttlMs: cfg.ttl_ms, timeoutMs: cfg.timeout_ms ?? undefined }
+  const options = lockOptions()
   const locks = new Map(cfg.names.map((n) => [n, client.lock(n, options)]))
   const slowEvery = cfg.slow_every ?? 0
   const rows = []
@@ -119,7 +126,7 @@ async function runCycles(client) {
 }
 
 async function main() {
-  const client = await Client.connect(cfg.url)
+  const client = await Client.connect(cfg.url, { cluster: cfg.cluster ?? false })
   const storage = new Storage(cfg.storage)
   await client.lock(cfg.names[0]).isLocked()
   console.log('ready')

@@ -11,6 +11,12 @@ every other worker's stamps on this machine):
           asking `lost`) and wrote its token to the fenced storage (ok: accepted)
   lost    the first moment the holder saw it was told the lease had ended
 
+Besides the names, lease and timings, the config chooses the deployment and
+the lock's mode: `url` is one URL or a list of them (a Redlock over
+independent masters, or with `cluster: true` the seeds of one Redis Cluster),
+and `fair: true` waits in line. `until_file` makes every holding last until
+that file exists (instead of `hold_ms`), so the suite chooses when it ends.
+
 In cycles mode it only takes and releases (one `cycle` line each), then prints
 `cycled` and keeps its client open until told `exit`, so the suite can watch
 that nothing renews after release.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import socket
 import sys
@@ -59,6 +66,17 @@ def seconds(ms: Optional[float]) -> Optional[float]:
 def hold_ms() -> float:
     lo, hi = cfg.get("hold_ms", [0, 0])
     return rng.uniform(lo, hi)
+
+
+def over(t: int, end: int) -> bool:
+    """Whether a holding that began before `t` is over: at `end`, or once the
+    suite created `until_file`."""
+    until = cfg.get("until_file")
+    return os.path.exists(until) if until else t >= end
+
+
+def lock_options() -> Dict[str, Any]:
+    return {"ttl": cfg["ttl_ms"] / 1000, "timeout": seconds(cfg.get("timeout_ms")), "fair": cfg.get("fair", False)}
 
 
 def pause() -> None:
@@ -107,7 +125,7 @@ def hold(name: str, held: Any, storage: Storage, sleep: Callable[[float], Any]) 
             rec(e="lost", n=name, tok=tok, t=t)
             return
         rec(e="step", n=name, tok=tok, t=t, ok=storage.write(name, tok))
-        if t >= end:
+        if over(t, end):
             return
         yield sleep(cfg.get("step_ms", 5) / 1000)
 
@@ -134,7 +152,7 @@ def run_sync(client: rlock.Client, storage: Storage) -> None:
         rec(e="wait", n=name, t=now())
         tok, error = None, None
         try:
-            with client.lock(name, ttl=cfg["ttl_ms"] / 1000, timeout=seconds(cfg.get("timeout_ms"))) as held:
+            with client.lock(name, **lock_options()) as held:
                 tok = held.fencing_token
                 for _ in hold(name, held, storage, time.sleep):
                     pass
@@ -150,7 +168,7 @@ async def run_async(client: rlock.AsyncClient, storage: Storage) -> None:
         rec(e="wait", n=name, t=now())
         tok, error = None, None
         try:
-            async with client.lock(name, ttl=cfg["ttl_ms"] / 1000, timeout=seconds(cfg.get("timeout_ms"))) as held:
+            async with client.lock(name, **lock_options()) as held:
                 tok = held.fencing_token
                 for s in hold(name, held, storage, asyncio.sleep):
                     await s
@@ -164,7 +182,7 @@ def run_cycles(client: rlock.Client) -> None:
     """Take and release as fast as possible; every `slow_every`-th holding lasts
     about a renewal period, so releases race the watchdog's renewals."""
     names: List[str] = cfg["names"]
-    locks = {n: client.lock(n, ttl=cfg["ttl_ms"] / 1000, timeout=seconds(cfg.get("timeout_ms"))) for n in names}
+    locks = {n: client.lock(n, **lock_options()) for n in names}
     slow_every = cfg.get("slow_every", 0)
     period = cfg["ttl_ms"] / 3000
     rows = []
@@ -196,7 +214,7 @@ def run_cycles(client: rlock.Client) -> None:
 
 def main() -> None:
     flavour = cfg.get("flavour", "sync")
-    client = (rlock.AsyncClient if flavour == "async" else rlock.Client)(cfg["url"])
+    client = (rlock.AsyncClient if flavour == "async" else rlock.Client)(cfg["url"], cluster=cfg.get("cluster", False))
     storage = Storage(cfg["storage"])
     # Connect before saying ready, so start-up costs stay out of the scenario.
     probe = client.lock(cfg["names"][0]).locked()
