@@ -7,6 +7,7 @@ figures for the suite's summary."""
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
@@ -385,3 +386,75 @@ def test_redlock_sigkill_of_the_holder_frees_the_lock_within_its_lease(redlock_s
     lease + 200 ms of the kill (once a majority of the masters let the key
     expire)."""
     sigkill_of_the_holder(redlock_scenario, "Redlock (3 masters): SIGKILL of the holder (py, node, cli)", fencing=False)
+
+
+# Redis Cluster: workers in cluster mode on three masters, on names spread
+# over all of them.
+
+
+def spread_names(sc: Scenario, label: str, per_master: int) -> List[str]:
+    """`per_master` lock names for each master of the cluster (by their
+    slots), so the workers contend on all of them."""
+    assert sc.cluster is not None
+    by_master: Dict[int, List[str]] = defaultdict(list)
+    for i in range(1000):
+        name = sc.lock_name(f"{label}-{i}")
+        port = sc.cluster.master_of(sc.key(name)).port
+        if len(by_master[port]) < per_master:
+            by_master[port].append(name)
+        if len(by_master) == len(sc.servers) and all(len(v) == per_master for v in by_master.values()):
+            return [name for port in sorted(by_master) for name in by_master[port]]
+    raise AssertionError(f"names did not spread over the masters: {dict(by_master)}")
+
+
+def test_cluster_sigkill_of_the_holder_frees_the_lock_within_its_lease(cluster_scenario: Scenario) -> None:
+    """In a Redis Cluster of three masters, a holder killed outright keeps
+    its lock no longer than its lease, on whichever master its slot lives: a
+    waiter of another runtime enters within lease + 200 ms of the kill."""
+    sc = cluster_scenario
+    names = spread_names(sc, "killed", per_master=1)
+    sigkill_of_the_holder(
+        sc,
+        "Redis Cluster (3 masters): SIGKILL of the holder (py, node, cli), one name per master",
+        names=names,
+        extra={"masters": len({sc.cluster.master_of(sc.key(n)).port for n in names})},
+    )
+
+
+def test_cluster_client_kill_on_every_master(cluster_scenario: Scenario) -> None:
+    """In a Redis Cluster of three masters, with names on every master,
+    CLIENT KILL drops every client connection (commands, then sharded
+    pub/sub) on every master again and again: operations retry, waiters are
+    not stranded, nothing overlaps."""
+    sc = cluster_scenario
+    names = spread_names(sc, "client-kill", per_master=2)
+    contend(sc, names, for_ms=2500, ttl_ms=1000, hold_ms=[30, 200], timeout_ms=4000)
+
+    def kill(i: int) -> None:
+        kind = ["normal", "pubsub"][i % 2]
+        for node in sc.servers:
+            dropped = node.redis.client_kill_filter(_type=kind, skipme=True)
+            sc.event("client-kill", kind=kind, port=node.port, dropped=dropped)
+
+    kills = repeatedly(0.15, 2.0, kill)
+    sc.finish(within=30)
+    dropped = {node.port: 0 for node in sc.servers}
+    for e in sc.events:
+        if e["e"] == "client-kill":
+            dropped[e["port"]] += e["dropped"]
+    assert all(dropped.values()), f"connections dropped per master: {dropped}"
+    per_master: Dict[int, int] = defaultdict(int)
+    for r in sc.records():
+        if r["e"] == "enter":
+            per_master[sc.cluster.master_of(sc.key(r["n"])).port] += 1
+    assert len(per_master) == 3, f"holdings per master: {dict(per_master)}"
+    assert_clean(
+        sc,
+        "Redis Cluster (3 masters): CLIENT KILL on every master every 150 ms",
+        {
+            "names": len(names),
+            "CLIENT KILL rounds": kills,
+            "connections dropped per master": sorted(dropped.values()),
+            "holdings per master": sorted(per_master.values()),
+        },
+    )
