@@ -7,6 +7,7 @@ figures for the suite's summary."""
 from __future__ import annotations
 
 import time
+import os
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -456,5 +457,124 @@ def test_cluster_client_kill_on_every_master(cluster_scenario: Scenario) -> None
             "CLIENT KILL rounds": kills,
             "connections dropped per master": sorted(dropped.values()),
             "holdings per master": sorted(per_master.values()),
+        },
+    )
+
+
+# Fair mode on one server: waiters in line, each release handing the lock to
+# the first live one.
+
+
+def queue_key(name: str) -> str:
+    return f"rlock:{{{name}}}:queue"
+
+
+def join_line(sc: Scenario, w: Worker, name: str) -> None:
+    """Lets fair waiter `w` go and waits until it is in line behind those
+    already there, so the line's order is the order of these calls."""
+    r = sc.server.redis
+    ahead = r.llen(queue_key(name))
+    sc.go(w)
+    deadline = time.monotonic() + 10
+    while r.llen(queue_key(name)) <= ahead:
+        assert time.monotonic() < deadline, f"{w.id} did not join the line within 10 s: {w.stderr()}"
+        time.sleep(0.002)
+
+
+def fair_line(
+    sc: Scenario, name: str, holder: Tuple[str, Dict[str, Any]], line: List[str], ttl: int
+) -> Tuple[Worker, List[Worker]]:
+    """A fair holder (lang, its config) that entered, then fair waiters of
+    the runtimes `line`, one round each, in line in that order."""
+    common = {"names": [name], "ttl_ms": ttl, "fair": True, "rounds": 1}
+    h = sc.worker(holder[0], **common, **holder[1])
+    waiters = [sc.worker(lang, **common, timeout_ms=10_000, hold_ms=[20, 60]) for lang in line]
+    sc.go(h)
+    sc.wait_record(h, lambda r: r["e"] == "enter", within=10)
+    for w in waiters:
+        join_line(sc, w, name)
+    assert sc.server.redis.llen(queue_key(name)) == len(line)
+    return h, waiters
+
+
+def entries_in_order(sc: Scenario, waiters: List[Worker]) -> List[Dict[str, Any]]:
+    entries = [sc.wait_record(w, lambda r: r["e"] == "enter", within=10) for w in waiters]
+    order = [r["w"] for r in sorted(entries, key=lambda r: r["t"])]
+    assert order == [w.id for w in waiters], f"entered in the order {order}, the line was {[w.id for w in waiters]}"
+    return entries
+
+
+def test_fair_sigkill_of_the_holder_hands_the_lock_to_the_head_of_the_line(scenario: Scenario) -> None:
+    """Fair mode, a holder of each runtime in turn with three waiters of all
+    runtimes in line behind it: killed outright, the holder keeps its lock no
+    longer than its lease; the head of the line enters within lease + 200 ms
+    of the kill, and the others follow in the order of the line."""
+    sc = scenario
+    ttl = 600
+    delays, after_expiry = [], []
+    for lang in LANGS:
+        name = sc.lock_name(f"fair-killed-{lang}")
+        holder, line = fair_line(sc, name, (lang, {"hold_ms": [60_000, 60_000]}), others(lang) + [lang], ttl)
+        time.sleep(ttl / 1000 * 0.5)  # an arbitrary point of the renewal cycle
+        remaining = sc.lease_left(name)
+        assert remaining > 0, "the holder held the lock"
+        sc.kill(holder)
+        killed = sc.events[-1]["t"]
+        head = entries_in_order(sc, line)[0]
+        delays.append((head["t"] - killed) / MS)
+        after_expiry.append(delays[-1] - remaining)
+        assert delays[-1] <= ttl + 200, f"{lang} holder killed: the head of the line entered after {delays[-1]:.0f} ms"
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        "fair mode: SIGKILL of the holder (py, node, cli), 3 waiters in line",
+        {
+            "lease ms": ttl,
+            "head of the line entered after the kill, ms": [round(d) for d in delays],
+            "max entry after the key expired, ms": round(max(after_expiry), 1),
+        },
+    )
+
+
+def test_fair_a_waiter_killed_in_the_line_does_not_block_it(scenario: Scenario) -> None:
+    """Fair mode, three waiters in line behind a holder, the middle one (of
+    each runtime in turn) SIGKILLed: its client's subscription is gone, so the
+    release after the head's holding skips it and hands the lock to the last
+    waiter at once, far sooner than the lease the dead waiter asked for."""
+    sc = scenario
+    ttl, bound = 2000, 300
+    r = sc.server.redis
+    handoffs: List[List[float]] = []
+    for lang in LANGS:
+        name = sc.lock_name(f"fair-line-{lang}")
+        release = os.path.join(sc.dir, f"release-{lang}")
+        a, b = others(lang)
+        holder, (first, victim, last) = fair_line(sc, name, (a, {"until_file": release}), [b, lang, a], ttl)
+        # Its client id is its owner id up to the first ':' (README "Wire protocol").
+        client_id = r.lindex(queue_key(name), 1).split(":", 1)[0]
+        channel = f"rlock:{{{name}}}:w:{client_id}"
+        assert r.pubsub_numsub(channel)[0][1] == 1
+        sc.kill(victim)
+        deadline = time.monotonic() + 5
+        while r.pubsub_numsub(channel)[0][1]:  # Redis saw the dead client's connection close
+            assert time.monotonic() < deadline, "the killed waiter's subscription outlived it by 5 s"
+            time.sleep(0.002)
+        open(release, "w").close()
+        entered = entries_in_order(sc, [first, last])
+        sc.wait_record(first, lambda r: r["e"] == "exit", within=10)
+        gaps = []
+        for before, e in zip([holder, first], entered):
+            last_step = max(r["t"] for r in sc.records(before) if r["e"] == "step")
+            gaps.append((e["t"] - last_step) / MS)
+        handoffs.append([round(g, 1) for g in gaps])
+        assert gaps[1] < bound, f"{lang} waiter killed in line: the next one entered {gaps[1]:.0f} ms after the release"
+        assert not [r for r in sc.records(victim) if r["e"] == "enter"]
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        "fair mode: the middle of 3 waiters in line SIGKILLed (py, node, cli)",
+        {
+            "lease ms": ttl,
+            "last step before a release to the next entry, ms (to the head, past the dead one)": handoffs,
         },
     )
