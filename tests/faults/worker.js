@@ -74,7 +74,7 @@ async function runRounds(client, storage) {
         tok = lock.fencingToken
         const start = now()
         rec({ e: 'enter', n: name, tok, t: start })
-        signal.addEventListener('abort', () => rec({ e: 'lost', n: name, tok, t: now() }))
+        signal.addEventListener('abort', () => rec({ e: 'lost', n: name, tok, t: now(), why: signal.reason?.message }))
         const end = start + uniform(cfg.hold_ms) * MS
         for (;;) {
           const t = now()
