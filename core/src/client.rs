@@ -208,6 +208,15 @@ impl Client {
                 .map_err(scrub)?]
         } else {
             let redlock = targets.len() > 1;
+            // A Redlock master that is down must fail its requests at once:
+            // the quorum does without it, while a request waiting out
+            // reconnection back-offs would hold every decision (and the
+            // grants of a split vote) for the whole node timeout.
+            let config = if redlock {
+                config.set_number_of_retries(0)
+            } else {
+                config
+            };
             let mut nodes = Vec::with_capacity(targets.len());
             for t in &targets {
                 let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;

@@ -22,10 +22,16 @@ pub(crate) enum Attempt {
         count: u32,
     },
     /// Not held: sleep at most `retry_in` before the next attempt (a release
-    /// message may come first). `cause` says why when nodes failed.
+    /// message may come first, unless this is a `backoff`). `cause` says why
+    /// when nodes failed.
     Busy {
         retry_in_ms: i64,
         cause: Option<String>,
+        /// Nobody else holds it: this attempt fell short (a split vote, too
+        /// few nodes or replicas) and gave back what it got. The retry waits
+        /// out its random delay whatever release messages come, those of
+        /// its own give-back included, so that rivals fall out of step.
+        backoff: bool,
     },
 }
 
@@ -151,6 +157,7 @@ impl Deployment {
                                 cause: Some(format!(
                                     "only {acked} of {k} replicas acknowledged the acquisition"
                                 )),
+                                backoff: true,
                             })
                         }
                         _ => Ok(Attempt::Held { fence, count }),
@@ -159,6 +166,7 @@ impl Deployment {
                 AcquireReply::Busy { pttl_ms } => Ok(Attempt::Busy {
                     retry_in_ms: pttl_ms,
                     cause: None,
+                    backoff: false,
                 }),
             };
         }
@@ -230,14 +238,18 @@ impl Deployment {
                 errors.join("; ")
             )
         });
-        // Split votes or failed nodes: retry after a random delay. Busy on a
-        // majority: wait for a release message or the shortest lease.
-        let jitter = rand::rng().random_range(5..=50);
-        let retry_in_ms = match busy_ttl {
-            Some(ttl) if held == 0 && errors.is_empty() => ttl,
-            _ => jitter,
+        // Held by someone else (a failed minority changes nothing): wait for
+        // a release message or the shortest lease. A split vote, or no node
+        // holding it and too few answering: retry after a random delay.
+        let (retry_in_ms, backoff) = match busy_ttl {
+            Some(ttl) if held == 0 => (ttl, false),
+            _ => (rand::rng().random_range(5..=50), true),
         };
-        Ok(Attempt::Busy { retry_in_ms, cause })
+        Ok(Attempt::Busy {
+            retry_in_ms,
+            cause,
+            backoff,
+        })
     }
 
     async fn release_all(&self, keys: &Keys, owner: &str, lease_ms: u64) {

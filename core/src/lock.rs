@@ -276,14 +276,18 @@ impl Lock {
         }
         let mut in_line = in_line_now.then(|| InLine { lock: self.clone() });
         // The uncontended path: one round trip, no subscription.
-        let (mut retry_in_ms, mut cause) = match self.attempt(in_line_now).await? {
+        let (mut retry_in_ms, mut cause, mut backoff) = match self.attempt(in_line_now).await? {
             Attempt::Held { fence, count } => {
                 if let Some(spot) = in_line.take() {
                     spot.settled();
                 }
                 return Ok(self.acquired(fence, count));
             }
-            Attempt::Busy { retry_in_ms, cause } => (retry_in_ms, cause),
+            Attempt::Busy {
+                retry_in_ms,
+                cause,
+                backoff,
+            } => (retry_in_ms, cause, backoff),
         };
         if deadline.is_some_and(|d| Instant::now() >= d) {
             if let Some(spot) = in_line.take() {
@@ -322,9 +326,11 @@ impl Lock {
                     Attempt::Busy {
                         retry_in_ms: r,
                         cause: c,
+                        backoff: b,
                     } => {
                         retry_in_ms = r;
                         cause = c;
+                        backoff = b;
                     }
                 }
             }
@@ -338,8 +344,20 @@ impl Lock {
             }
             // Never a poll: sleep until a release message (or handoff), or
             // until the holder's lease would end if that message never comes.
-            let bound = now + crate::wait::sleep_bound(retry_in_ms, self.options.ttl);
+            // A back-off sleeps its delay out.
+            let bound = if backoff {
+                now + Duration::from_millis(retry_in_ms.max(0) as u64)
+            } else {
+                now + crate::wait::sleep_bound(retry_in_ms, self.options.ttl)
+            };
             let until = deadline.map_or(bound, |d| d.min(bound));
+            let released = async {
+                if backoff {
+                    std::future::pending().await
+                } else {
+                    ticket.released().await
+                }
+            };
             tokio::select! {
                 fence = ticket.handed() => {
                     if let Some(spot) = in_line.take() {
@@ -347,7 +365,7 @@ impl Lock {
                     }
                     return Ok(self.handed_over(fence));
                 }
-                _ = ticket.released() => tracing::trace!(lock = %self.name, "woken by release"),
+                _ = released => tracing::trace!(lock = %self.name, "woken by release"),
                 _ = tokio::time::sleep_until(until) => {}
             }
         }
@@ -459,6 +477,7 @@ impl Lock {
             .holdings
             .view(&self.keys.lock, &self.owner)
             .is_some_and(|v| v.lost.is_none() && v.count == 1);
+        let _releasing = inner.holdings.releasing(&self.keys.lock, &self.owner);
         let sent = Instant::now();
         let outcome = inner
             .deployment

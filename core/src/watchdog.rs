@@ -50,6 +50,10 @@ struct Holding {
     expires_at: Instant,
     next_renew: Instant,
     renewing: bool,
+    /// Its last release is on its way: no renewal may go out, and a renewal
+    /// already out that finds the key gone saw that release, not a loss (the
+    /// release's own answer decides).
+    releasing: bool,
     generation: u64,
     lost: watch::Sender<Option<LostReason>>,
 }
@@ -60,7 +64,7 @@ impl Holding {
     }
 
     fn renewable(&self) -> bool {
-        self.terms.auto_renew && self.lost.borrow().is_none()
+        self.terms.auto_renew && self.lost.borrow().is_none() && !self.releasing
     }
 
     /// The lease the next renewal asks for: capped so a holding never
@@ -88,6 +92,20 @@ impl Holding {
         } else {
             LostReason::Unreachable
         }
+    }
+}
+
+/// A release on its way; see [`Holdings::releasing`].
+pub(crate) struct Releasing<'a> {
+    holdings: &'a Holdings,
+    key: &'a str,
+    owner: &'a str,
+}
+
+impl Drop for Releasing<'_> {
+    fn drop(&mut self) {
+        self.holdings
+            .with(self.key, self.owner, |h| h.releasing = false);
     }
 }
 
@@ -205,6 +223,7 @@ impl Holdings {
             expires_at: sent + terms.lease - drift,
             next_renew: sent + terms.lease / 3,
             renewing: false,
+            releasing: false,
             generation,
             lost: watch::channel(None).0,
         };
@@ -247,6 +266,19 @@ impl Holdings {
                 h.count = remaining;
                 h.expires_at = sent + lease - drift;
             });
+        }
+    }
+
+    /// A release that would end the holding is about to be sent: renewals of
+    /// it stop until the returned guard is dropped (by then the release's
+    /// answer has removed or updated the holding; a release dropped before
+    /// its answer lets renewals go on as before).
+    pub(crate) fn releasing<'a>(&'a self, key: &'a str, owner: &'a str) -> Releasing<'a> {
+        self.with(key, owner, |h| h.releasing |= h.count == 1);
+        Releasing {
+            holdings: self,
+            key,
+            owner,
         }
     }
 
@@ -389,6 +421,7 @@ impl Holdings {
                     h.next_renew = sent + h.period();
                     tracing::trace!(lock = %h.terms.name, "renewed");
                 }
+                Some(Err(_)) if h.releasing => {}
                 Some(Err(NotOwnedReason::Expired)) => h.lose(LostReason::Expired),
                 Some(Err(NotOwnedReason::HeldByAnother)) => h.lose(LostReason::HeldByAnother),
                 None => {
@@ -455,5 +488,65 @@ async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holding(holdings: &Holdings, now: Instant) -> HoldTerms {
+        let terms = HoldTerms {
+            name: "job".into(),
+            keys: Arc::new(Keys::new("rlock", "job")),
+            owner: "client:1".into(),
+            lease: Duration::from_millis(300),
+            auto_renew: true,
+            max_hold: None,
+        };
+        holdings.acquired(&terms, 1, 1, now, Duration::ZERO);
+        terms
+    }
+
+    /// The race a slow release opens: Redis frees the key at once on the
+    /// masters that answer, while the release still waits for another; a
+    /// renewal meanwhile finds the key gone. That is the release, not a loss.
+    #[test]
+    fn a_holding_being_released_is_neither_renewed_nor_lost_by_a_renewal() {
+        let holdings = Holdings::default();
+        let deployment = Deployment::new(Vec::new(), Vec::new(), Duration::from_millis(200));
+        let now = Instant::now();
+        let terms = holding(&holdings, now);
+        let (key, owner) = (terms.keys.lock.as_str(), &*terms.owner);
+        let due = now + Duration::from_millis(100);
+        // A renewal already out when the release starts...
+        let in_flight = holdings.due(due);
+        assert_eq!(in_flight.len(), 1);
+        let releasing = holdings.releasing(key, owner);
+        // ...finds the key gone: not reported lost.
+        holdings.apply(&in_flight, due, &[Some(-1)], &deployment);
+        assert_eq!(holdings.view(key, owner).unwrap().lost, None);
+        // No renewal goes out while the release is on its way.
+        assert!(holdings.due(due + Duration::from_millis(100)).is_empty());
+        drop(releasing);
+        // A release dropped before its answer: renewals go on, and a renewal
+        // finding the key gone is a loss again.
+        let renewal = holdings.due(due + Duration::from_millis(100));
+        assert_eq!(renewal.len(), 1);
+        holdings.apply(&renewal, due, &[Some(-1)], &deployment);
+        assert_eq!(
+            holdings.view(key, owner).unwrap().lost,
+            Some(LostReason::Expired)
+        );
+    }
+
+    #[test]
+    fn a_nested_release_keeps_the_holding_renewed() {
+        let holdings = Holdings::default();
+        let now = Instant::now();
+        let terms = holding(&holdings, now);
+        holdings.acquired(&terms, 1, 2, now, Duration::ZERO);
+        let _releasing = holdings.releasing(&terms.keys.lock, &terms.owner);
+        assert_eq!(holdings.due(now + Duration::from_millis(100)).len(), 1);
     }
 }

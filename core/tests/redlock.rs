@@ -111,6 +111,105 @@ async fn two_nodes_down_of_five_still_acquires() {
 }
 
 #[tokio::test]
+async fn a_dead_master_fails_at_once_and_costs_no_operation_its_node_timeout() {
+    let mut nodes = servers(3);
+    let client = client(&nodes).await;
+    let warm = client.lock("warm").unwrap();
+    warm.acquire(Wait::Once).await.unwrap();
+    warm.release().await.unwrap();
+    nodes[2].stop();
+    // The node timeout is 200 ms: an operation that waited for the dead
+    // master (its connection retrying) would take that long.
+    for i in 0..5 {
+        let lock = client.lock(&format!("dead-master-{i}")).unwrap();
+        let start = Instant::now();
+        lock.acquire(Wait::Once).await.unwrap();
+        let acquired = start.elapsed();
+        let start = Instant::now();
+        lock.release().await.unwrap();
+        let released = start.elapsed();
+        assert!(
+            acquired < Duration::from_millis(100),
+            "acquire took {acquired:?}"
+        );
+        assert!(
+            released < Duration::from_millis(100),
+            "release took {released:?}"
+        );
+    }
+    // A split vote (a rival holds one live master) is decided as soon as the
+    // dead master's error comes, not at its node timeout.
+    let mut rival = nodes[0].conn();
+    let _: () = redis::cmd("HSET")
+        .arg("rlock:{split}")
+        .arg(&["owner", "rival:1", "count", "1", "fence", "1"])
+        .query(&mut rival)
+        .unwrap();
+    let _: () = rival.pexpire("rlock:{split}", 300).unwrap();
+    let lock = client.lock("split").unwrap();
+    let start = Instant::now();
+    assert!(lock.try_acquire().await.unwrap().is_none());
+    let refused = start.elapsed();
+    assert!(
+        refused < Duration::from_millis(100),
+        "a split vote took {refused:?}"
+    );
+    assert_eq!(
+        held_on(&nodes, "rlock:{split}"),
+        1,
+        "its one grant was given back"
+    );
+    // Waiting it out: each attempt takes the live master the rival does not
+    // hold, falls short and gives it back (announcing a release), then backs
+    // off 5–50 ms; woken by its own give-back it would retry every round trip.
+    lock.acquire(Wait::For(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let attempts: u64 = nodes[1].conn().get("rlock:{split}:fence").unwrap();
+    assert!(
+        attempts < 100,
+        "{attempts} attempts while the rival's 300 ms grant lasted"
+    );
+    lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_a_master_down_a_waiter_sleeps_until_the_release_instead_of_polling() {
+    let mut nodes = servers(3);
+    let client = client(&nodes).await;
+    nodes[2].stop();
+    let holder = client.lock("held-long").unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let waiter = client.lock("held-long").unwrap();
+    let waiting = tokio::spawn(async move {
+        let start = Instant::now();
+        waiter.acquire(Wait::For(Duration::from_secs(20))).await?;
+        waiter.release().await?;
+        Ok::<_, rlock_core::Error>(start.elapsed())
+    });
+    // Once it is waiting, a quiet second on a live master: the dead one's
+    // errors do not turn the wait into retries every few milliseconds.
+    assert!(
+        support::eventually(Duration::from_secs(5), || nodes[0]
+            .subscribers("rlock:{held-long}:released")
+            > 0)
+        .await
+    );
+    let before = nodes[0].calls("evalsha");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let attempts = nodes[0].calls("evalsha") - before;
+    assert!(attempts <= 1, "{attempts} attempts in a second of waiting");
+    holder.release().await.unwrap();
+    let waited = support::finished(waiting, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken by the release: {waited:?}"
+    );
+}
+
+#[tokio::test]
 async fn three_nodes_down_of_five_is_a_timeout_within_the_wait_with_the_node_errors() {
     let mut nodes = servers(5);
     let client = client(&nodes).await;
