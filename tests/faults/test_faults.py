@@ -389,6 +389,46 @@ def test_redlock_sigkill_of_the_holder_frees_the_lock_within_its_lease(redlock_s
     sigkill_of_the_holder(redlock_scenario, "Redlock (3 masters): SIGKILL of the holder (py, node, cli)", fencing=False)
 
 
+def test_redlock_master_killed_and_restarted_empty_keeps_one_holder(redlock_scenario: Scenario) -> None:
+    """While workers contend on a Redlock over three masters, one master is
+    killed (SIGKILL), stays down longer than the lease (as the README asks of
+    a master that rejoins without persistence) and comes back empty; then the
+    same for another master. The two live masters are a majority: locks keep
+    changing hands during each outage, the clients take the master back when
+    it returns, no worker errs, crashes or hangs, and no two holders ever both
+    believe they hold (one master forgetting cannot let a rival in, so no
+    data loss is excused)."""
+    sc = redlock_scenario
+    ttl, down = 600, 1.0
+    names = [sc.lock_name("master-down-a"), sc.lock_name("master-down-b")]
+    contend(sc, names, for_ms=6000, ttl_ms=ttl, hold_ms=[30, 250], timeout_ms=5000)
+    outages = []
+    for victim in sc.servers[1:]:
+        next_entry(sc, now())  # mid-hold, with waiters queued
+        killed = now()
+        sc.event("master-kill", port=victim.port)
+        victim.restart(down_for=down)
+        back = now()
+        sc.event("master-back", port=victim.port)
+        outages.append((killed, back))
+        # The clients come back to it: a lock taken after its return is kept there too.
+        deadline = time.monotonic() + 5
+        while not any(victim.redis.type(sc.key(n)) == "hash" for n in names):
+            assert time.monotonic() < deadline, f"no lock reached the restarted master {victim.port} within 5 s"
+            time.sleep(0.005)
+    sc.finish(within=30)
+    entries = [r for r in sc.records() if r["e"] == "enter"]
+    during = [sum(1 for r in entries if lo < r["t"] < hi) for lo, hi in outages]
+    assert all(n > 0 for n in during), f"entries while a master was down: {during}"
+    assert_no_errors(sc)
+    assert_clean(
+        sc,
+        "Redlock (3 masters): a master SIGKILLed mid-hold, restarted empty after 1 s, twice",
+        {"lease ms": ttl, "master down ms": int(down * 1000), "holdings entered while a master was down": during},
+        fencing=False,
+    )
+
+
 # Redis Cluster: workers in cluster mode on three masters, on names spread
 # over all of them.
 
