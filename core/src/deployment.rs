@@ -205,6 +205,7 @@ impl Deployment {
         let mut count = 0;
         let mut held = 0;
         let mut busy_ttl: Option<i64> = None;
+        let mut busy = 0;
         let mut errors = Vec::new();
         for (_, r) in &outcomes {
             match r {
@@ -214,6 +215,7 @@ impl Deployment {
                     count = count.max(*c);
                 }
                 Ok(AcquireReply::Busy { pttl_ms }) => {
+                    busy += 1;
                     busy_ttl = Some(busy_ttl.map_or(*pttl_ms, |b| b.min(*pttl_ms)));
                 }
                 Err(e) => errors.push(e.clone()),
@@ -238,11 +240,12 @@ impl Deployment {
                 errors.join("; ")
             )
         });
-        // Held by someone else (a failed minority changes nothing): wait for
-        // a release message or the shortest lease. A split vote, or no node
-        // holding it and too few answering: retry after a random delay.
+        // Held by others on enough masters to rule out a quorum (whatever
+        // the failed ones): wait for a release message or the shortest lease.
+        // A split vote, or too few masters answering: retry after a random
+        // delay.
         let (retry_in_ms, backoff) = match busy_ttl {
-            Some(ttl) if held == 0 => (ttl, false),
+            Some(ttl) if held == 0 && busy > n - quorum => (ttl, false),
             _ => (rand::rng().random_range(5..=50), true),
         };
         Ok(Attempt::Busy {
@@ -273,11 +276,12 @@ impl Deployment {
                 .map_err(|e| self.error(&e))?;
             return Ok(owner_checked(v));
         }
-        // Redlock: release everywhere. It was ours if any node gave it back.
+        // Redlock: release everywhere. It was still ours only if a majority
+        // gave it back: with fewer, a rival could have held it meanwhile.
         let outcomes = self
             .each(|node| node.release(keys, owner, lease_ms, false), |_| false)
             .await;
-        self.combine_owner_checked(outcomes, 1)
+        self.combine_owner_checked(outcomes, self.quorum())
     }
 
     /// Resets the lease: everywhere, confirmed by a majority in Redlock mode.

@@ -28,6 +28,16 @@ impl fmt::Display for NotOwnedReason {
     }
 }
 
+/// A lock found not owned any more was lost that way.
+impl From<NotOwnedReason> for LostReason {
+    fn from(reason: NotOwnedReason) -> Self {
+        match reason {
+            NotOwnedReason::Expired => LostReason::Expired,
+            NotOwnedReason::HeldByAnother => LostReason::HeldByAnother,
+        }
+    }
+}
+
 /// Why a lease ended while its holder had not released it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LostReason {

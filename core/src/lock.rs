@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::client::Client;
 use crate::deployment::{AcquireRequest, Attempt};
-use crate::error::{Error, LostReason, NotOwnedReason, Result};
+use crate::error::{Error, LostReason, Result};
 use crate::keys::Keys;
 use crate::scripts::LockState;
 use crate::validate::{self, Unit};
@@ -477,7 +477,7 @@ impl Lock {
             .holdings
             .view(&self.keys.lock, &self.owner)
             .is_some_and(|v| v.lost.is_none() && v.count == 1);
-        let _releasing = inner.holdings.releasing(&self.keys.lock, &self.owner);
+        let releasing = inner.holdings.releasing(&self.keys.lock, &self.owner);
         let sent = Instant::now();
         let outcome = inner
             .deployment
@@ -496,6 +496,7 @@ impl Lock {
             })?;
         match outcome {
             Ok(remaining) => {
+                releasing.succeeded();
                 let drift = inner.deployment.drift(lease);
                 inner.holdings.released(
                     &self.keys.lock,
@@ -527,10 +528,7 @@ impl Lock {
         let released = self.release().await;
         let reason = match (lost, &released) {
             (Some(reason), _) => reason,
-            (None, Err(Error::NotOwned { reason, .. })) => match reason {
-                NotOwnedReason::Expired => LostReason::Expired,
-                NotOwnedReason::HeldByAnother => LostReason::HeldByAnother,
-            },
+            (None, Err(Error::NotOwned { reason, .. })) => (*reason).into(),
             (None, _) => return released.map(|_| ()),
         };
         Err(Error::Lost {

@@ -50,10 +50,13 @@ struct Holding {
     expires_at: Instant,
     next_renew: Instant,
     renewing: bool,
-    /// Its last release is on its way: no renewal may go out, and a renewal
-    /// already out that finds the key gone saw that release, not a loss (the
-    /// release's own answer decides).
+    /// Its last release is on its way: no renewal may go out meanwhile.
     releasing: bool,
+    /// A renewal refused while the release was on its way: it may have met
+    /// that release (freed on a faster master) or a real loss. The release's
+    /// answer tells which (it succeeds only where the lock was still this
+    /// owner's on a majority); a release that never answers makes it a loss.
+    refused: Option<LostReason>,
     generation: u64,
     lost: watch::Sender<Option<LostReason>>,
 }
@@ -100,12 +103,46 @@ pub(crate) struct Releasing<'a> {
     holdings: &'a Holdings,
     key: &'a str,
     owner: &'a str,
+    /// The holding this release marked, if it marked one.
+    marked: Option<u64>,
+}
+
+impl Releasing<'_> {
+    /// The release succeeded: a renewal refused meanwhile met it.
+    pub(crate) fn succeeded(&self) {
+        if let Some(generation) = self.marked {
+            self.holdings.with(self.key, self.owner, |h| {
+                if h.generation == generation {
+                    h.refused = None;
+                }
+            });
+        }
+    }
 }
 
 impl Drop for Releasing<'_> {
+    /// A holding still in the table (a release that left re-entries, or was
+    /// dropped before its answer) is renewed again at once, and a refusal
+    /// that came meanwhile is a loss.
     fn drop(&mut self) {
-        self.holdings
-            .with(self.key, self.owner, |h| h.releasing = false);
+        let Some(generation) = self.marked else {
+            return;
+        };
+        let mut table = self.holdings.table.lock().unwrap();
+        let Some(h) = table
+            .locks
+            .get_mut(self.key)
+            .and_then(|o| o.get_mut(self.owner))
+            .filter(|h| h.generation == generation && h.releasing)
+        else {
+            return;
+        };
+        h.releasing = false;
+        if let Some(reason) = h.refused.take() {
+            h.lose(reason);
+        }
+        let wake = h.next_renew.min(h.expires_at);
+        self.holdings.wake_by(&table, wake);
     }
 }
 
@@ -224,6 +261,7 @@ impl Holdings {
             next_renew: sent + terms.lease / 3,
             renewing: false,
             releasing: false,
+            refused: None,
             generation,
             lost: watch::channel(None).0,
         };
@@ -270,15 +308,23 @@ impl Holdings {
     }
 
     /// A release that would end the holding is about to be sent: renewals of
-    /// it stop until the returned guard is dropped (by then the release's
-    /// answer has removed or updated the holding; a release dropped before
-    /// its answer lets renewals go on as before).
+    /// it stop until the returned guard is dropped (see [`Releasing`]).
     pub(crate) fn releasing<'a>(&'a self, key: &'a str, owner: &'a str) -> Releasing<'a> {
-        self.with(key, owner, |h| h.releasing |= h.count == 1);
+        let marked = self
+            .with(key, owner, |h| {
+                let mark = h.count == 1 && !h.releasing && h.lost.borrow().is_none();
+                if mark {
+                    h.releasing = true;
+                    h.refused = None;
+                }
+                mark.then_some(h.generation)
+            })
+            .flatten();
         Releasing {
             holdings: self,
             key,
             owner,
+            marked,
         }
     }
 
@@ -316,12 +362,7 @@ impl Holdings {
 
     /// Marks a holding lost now (an extend or release found it gone).
     pub(crate) fn lose(&self, key: &str, owner: &str, reason: NotOwnedReason) {
-        self.with(key, owner, |h| {
-            h.lose(match reason {
-                NotOwnedReason::Expired => LostReason::Expired,
-                NotOwnedReason::HeldByAnother => LostReason::HeldByAnother,
-            })
-        });
+        self.with(key, owner, |h| h.lose(reason.into()));
     }
 
     /// A release Redis did not answer: stop renewing the holding (its lease
@@ -421,9 +462,8 @@ impl Holdings {
                     h.next_renew = sent + h.period();
                     tracing::trace!(lock = %h.terms.name, "renewed");
                 }
-                Some(Err(_)) if h.releasing => {}
-                Some(Err(NotOwnedReason::Expired)) => h.lose(LostReason::Expired),
-                Some(Err(NotOwnedReason::HeldByAnother)) => h.lose(LostReason::HeldByAnother),
+                Some(Err(reason)) if h.releasing => h.refused = Some(reason.into()),
+                Some(Err(reason)) => h.lose(reason.into()),
                 None => {
                     // Not confirmed (Redis unreachable or slow): try again soon;
                     // the expiry check reports the loss if it never succeeds.
@@ -493,6 +533,8 @@ async fn sleep_until_opt(at: Option<Instant>) {
 
 #[cfg(test)]
 mod tests {
+    use futures_util::FutureExt;
+
     use super::*;
 
     fn holding(holdings: &Holdings, now: Instant) -> HoldTerms {
@@ -510,34 +552,68 @@ mod tests {
 
     /// The race a slow release opens: Redis frees the key at once on the
     /// masters that answer, while the release still waits for another; a
-    /// renewal meanwhile finds the key gone. That is the release, not a loss.
+    /// renewal meanwhile finds the key gone. That is the release, not a loss,
+    /// when the release succeeds.
     #[test]
-    fn a_holding_being_released_is_neither_renewed_nor_lost_by_a_renewal() {
+    fn a_renewal_refused_during_a_release_that_succeeds_is_no_loss() {
         let holdings = Holdings::default();
         let deployment = Deployment::new(Vec::new(), Vec::new(), Duration::from_millis(200));
         let now = Instant::now();
         let terms = holding(&holdings, now);
         let (key, owner) = (terms.keys.lock.as_str(), &*terms.owner);
         let due = now + Duration::from_millis(100);
-        // A renewal already out when the release starts...
         let in_flight = holdings.due(due);
         assert_eq!(in_flight.len(), 1);
         let releasing = holdings.releasing(key, owner);
-        // ...finds the key gone: not reported lost.
         holdings.apply(&in_flight, due, &[Some(-1)], &deployment);
         assert_eq!(holdings.view(key, owner).unwrap().lost, None);
         // No renewal goes out while the release is on its way.
         assert!(holdings.due(due + Duration::from_millis(100)).is_empty());
+        releasing.succeeded();
         drop(releasing);
-        // A release dropped before its answer: renewals go on, and a renewal
-        // finding the key gone is a loss again.
-        let renewal = holdings.due(due + Duration::from_millis(100));
-        assert_eq!(renewal.len(), 1);
-        holdings.apply(&renewal, due, &[Some(-1)], &deployment);
+        assert_eq!(holdings.view(key, owner).unwrap().lost, None);
+    }
+
+    /// A release that never answers (dropped, say) leaves the refusal what it
+    /// was: a loss. And the loop, which planned only the lease's end while
+    /// the release was on its way, is woken to renew again.
+    #[test]
+    fn a_renewal_refused_during_a_release_that_never_answers_is_a_loss() {
+        let holdings = Holdings::default();
+        let deployment = Deployment::new(Vec::new(), Vec::new(), Duration::from_millis(200));
+        let now = Instant::now();
+        let terms = holding(&holdings, now);
+        let (key, owner) = (terms.keys.lock.as_str(), &*terms.owner);
+        let due = now + Duration::from_millis(100);
+        let in_flight = holdings.due(due);
+        let releasing = holdings.releasing(key, owner);
+        holdings.apply(&in_flight, due, &[Some(-2)], &deployment);
+        assert_eq!(holdings.view(key, owner).unwrap().lost, None);
+        drop(releasing);
         assert_eq!(
             holdings.view(key, owner).unwrap().lost,
-            Some(LostReason::Expired)
+            Some(LostReason::HeldByAnother)
         );
+
+        let other = HoldTerms {
+            keys: Arc::new(Keys::new("rlock", "other")),
+            ..terms
+        };
+        holdings.acquired(&other, 2, 1, now, Duration::ZERO);
+        let releasing = holdings.releasing(&other.keys.lock, &other.owner);
+        let planned = holdings.plan_wake().unwrap();
+        assert_eq!(
+            planned,
+            now + other.lease,
+            "only the lease's end while releasing"
+        );
+        while holdings.changed.notified().now_or_never().is_some() {}
+        drop(releasing);
+        assert!(
+            holdings.changed.notified().now_or_never().is_some(),
+            "the loop was not woken to renew again"
+        );
+        assert_eq!(holdings.due(now + other.lease / 3).len(), 1);
     }
 
     #[test]

@@ -129,11 +129,11 @@ async fn a_dead_master_fails_at_once_and_costs_no_operation_its_node_timeout() {
         lock.release().await.unwrap();
         let released = start.elapsed();
         assert!(
-            acquired < Duration::from_millis(100),
+            acquired < Duration::from_millis(150),
             "acquire took {acquired:?}"
         );
         assert!(
-            released < Duration::from_millis(100),
+            released < Duration::from_millis(150),
             "release took {released:?}"
         );
     }
@@ -145,13 +145,13 @@ async fn a_dead_master_fails_at_once_and_costs_no_operation_its_node_timeout() {
         .arg(&["owner", "rival:1", "count", "1", "fence", "1"])
         .query(&mut rival)
         .unwrap();
-    let _: () = rival.pexpire("rlock:{split}", 300).unwrap();
+    let _: () = rival.pexpire("rlock:{split}", 1000).unwrap();
     let lock = client.lock("split").unwrap();
     let start = Instant::now();
     assert!(lock.try_acquire().await.unwrap().is_none());
     let refused = start.elapsed();
     assert!(
-        refused < Duration::from_millis(100),
+        refused < Duration::from_millis(150),
         "a split vote took {refused:?}"
     );
     assert_eq!(
@@ -168,9 +168,25 @@ async fn a_dead_master_fails_at_once_and_costs_no_operation_its_node_timeout() {
     let attempts: u64 = nodes[1].conn().get("rlock:{split}:fence").unwrap();
     assert!(
         attempts < 100,
-        "{attempts} attempts while the rival's 300 ms grant lasted"
+        "{attempts} attempts while the rival's 1 s grant lasted"
     );
     lock.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_release_that_only_a_minority_confirms_says_the_lock_was_not_held() {
+    let nodes = servers(3);
+    let client = client(&nodes).await;
+    let lock = client.lock("forgotten").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    // Two masters forget it (restarts without persistence, say): a rival
+    // could take it there, so this holder no longer held it.
+    for n in &nodes[..2] {
+        let _: () = n.conn().del("rlock:{forgotten}").unwrap();
+    }
+    let err = lock.finish().await.unwrap_err();
+    assert_eq!(err.category(), "lost", "{err}");
+    assert_eq!(held_on(&nodes, "rlock:{forgotten}"), 0, "released where it stood");
 }
 
 #[tokio::test]
