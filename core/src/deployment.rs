@@ -276,12 +276,13 @@ impl Deployment {
                 .map_err(|e| self.error(&e))?;
             return Ok(owner_checked(v));
         }
-        // Redlock: release everywhere. It was still ours only if a majority
-        // gave it back: with fewer, a rival could have held it meanwhile.
+        // Redlock: release everywhere. It was not ours when a majority says
+        // so (a rival could have held it meanwhile); a master that failed
+        // proves nothing either way, as for renewals.
         let outcomes = self
             .each(|node| node.release(keys, owner, lease_ms, false), |_| false)
             .await;
-        self.combine_owner_checked(outcomes, self.quorum())
+        self.combine_owner_checked(outcomes, 1)
     }
 
     /// Resets the lease: everywhere, confirmed by a majority in Redlock mode.
@@ -321,8 +322,9 @@ impl Deployment {
     }
 
     /// Combines owner-checked replies (≥0 ok, -1 gone, -2 another owner):
-    /// ok with `needed` confirmations, not-owned when the replies rule that
-    /// out, a connection error when failed nodes leave it undecided.
+    /// not-owned when a majority refuses, else ok with `needed`
+    /// confirmations, else a connection error (failed nodes leave it
+    /// undecided).
     fn combine_owner_checked(
         &self,
         outcomes: Vec<(usize, std::result::Result<i64, String>)>,
@@ -342,15 +344,15 @@ impl Deployment {
                 Err(e) => errors.push(e),
             }
         }
-        if ok.len() >= needed {
-            return Ok(Ok(ok.into_iter().max().unwrap_or(0)));
-        }
-        if refusals > self.nodes.len() - needed {
+        if refusals > self.nodes.len() - self.quorum() {
             return Ok(Err(if other {
                 NotOwnedReason::HeldByAnother
             } else {
                 NotOwnedReason::Expired
             }));
+        }
+        if ok.len() >= needed {
+            return Ok(Ok(ok.into_iter().max().unwrap_or(0)));
         }
         Err(Error::Connection(format!(
             "{} of {} nodes confirmed: {}",

@@ -174,7 +174,7 @@ async fn a_dead_master_fails_at_once_and_costs_no_operation_its_node_timeout() {
 }
 
 #[tokio::test]
-async fn a_release_that_only_a_minority_confirms_says_the_lock_was_not_held() {
+async fn a_release_that_a_majority_refuses_says_the_lock_was_not_held() {
     let nodes = servers(3);
     let client = client(&nodes).await;
     let lock = client.lock("forgotten").unwrap();
