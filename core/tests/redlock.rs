@@ -186,7 +186,11 @@ async fn a_release_that_a_majority_refuses_says_the_lock_was_not_held() {
     }
     let err = lock.finish().await.unwrap_err();
     assert_eq!(err.category(), "lost", "{err}");
-    assert_eq!(held_on(&nodes, "rlock:{forgotten}"), 0, "released where it stood");
+    assert_eq!(
+        held_on(&nodes, "rlock:{forgotten}"),
+        0,
+        "released where it stood"
+    );
 }
 
 #[tokio::test]
