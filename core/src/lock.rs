@@ -488,29 +488,16 @@ impl Lock {
                 last_valid,
             )
             .await
-            .inspect_err(|_| {
-                // Redis did not answer: whether the lock was freed is unknown.
-                // Stop renewing it, so it is gone by the end of its lease
-                // either way, and report it lost meanwhile.
-                inner.holdings.abandon(&self.keys.lock, &self.owner);
-            })?;
+            .inspect_err(|_| releasing.unanswered())?;
         match outcome {
             Ok(remaining) => {
-                releasing.succeeded();
                 let drift = inner.deployment.drift(lease);
-                inner.holdings.released(
-                    &self.keys.lock,
-                    &self.owner,
-                    remaining,
-                    lease,
-                    sent,
-                    drift,
-                );
+                releasing.succeeded(remaining, lease, sent, drift);
                 tracing::debug!(lock = %self.name, remaining, "released");
                 Ok(remaining)
             }
             Err(reason) => {
-                inner.holdings.forget(&self.keys.lock, &self.owner);
+                releasing.forget();
                 tracing::debug!(lock = %self.name, %reason, "release refused");
                 Err(Error::NotOwned {
                     name: self.name.to_string(),

@@ -98,25 +98,60 @@ impl Holding {
     }
 }
 
-/// A release on its way; see [`Holdings::releasing`].
+/// A release on its way, from [`Holdings::releasing`]: what its answer does
+/// to the holding it set out to release, and to no other (the same owner may
+/// hold the name afresh by the time the answer comes).
 pub(crate) struct Releasing<'a> {
     holdings: &'a Holdings,
     key: &'a str,
     owner: &'a str,
-    /// The holding this release marked, if it marked one.
-    marked: Option<u64>,
+    /// The holding being released (its generation), if any.
+    generation: Option<u64>,
+    /// Whether this release marked it `releasing` (its last acquisition).
+    marked: bool,
 }
 
 impl Releasing<'_> {
-    /// The release succeeded: a renewal refused meanwhile met it.
-    pub(crate) fn succeeded(&self) {
-        if let Some(generation) = self.marked {
-            self.holdings.with(self.key, self.owner, |h| {
-                if h.generation == generation {
-                    h.refused = None;
-                }
+    /// Runs `f` on the holding being released, if it is still there.
+    fn with<R>(&self, f: impl FnOnce(&mut Holding) -> R) -> Option<R> {
+        let generation = self.generation?;
+        let mut table = self.holdings.table.lock().unwrap();
+        let h = table.locks.get_mut(self.key)?.get_mut(self.owner)?;
+        (h.generation == generation).then(|| f(h))
+    }
+
+    /// Redis released it; `remaining` re-entries are left, whose lease runs
+    /// from `sent`. A renewal refused meanwhile met this release.
+    pub(crate) fn succeeded(
+        &self,
+        remaining: u32,
+        lease: Duration,
+        sent: Instant,
+        drift: Duration,
+    ) {
+        if remaining == 0 {
+            self.forget();
+        } else {
+            self.with(|h| {
+                h.refused = None;
+                h.count = remaining;
+                h.expires_at = sent + lease - drift;
             });
         }
+    }
+
+    /// Redis said it was not this owner's: renewals for it stop here.
+    pub(crate) fn forget(&self) {
+        if self.with(|_| ()).is_some() {
+            self.holdings.forget(self.key, self.owner);
+        }
+    }
+
+    /// Redis did not answer: whether the lock was freed is unknown. Renewals
+    /// stop, so it is gone by the end of its lease either way, and it counts
+    /// as lost until the owner takes it again.
+    pub(crate) fn unanswered(&self) {
+        self.with(|h| h.lose(LostReason::Unreachable));
     }
 }
 
@@ -125,24 +160,20 @@ impl Drop for Releasing<'_> {
     /// dropped before its answer) is renewed again at once, and a refusal
     /// that came meanwhile is a loss.
     fn drop(&mut self) {
-        let Some(generation) = self.marked else {
+        if !self.marked {
             return;
-        };
-        let mut table = self.holdings.table.lock().unwrap();
-        let Some(h) = table
-            .locks
-            .get_mut(self.key)
-            .and_then(|o| o.get_mut(self.owner))
-            .filter(|h| h.generation == generation && h.releasing)
-        else {
-            return;
-        };
-        h.releasing = false;
-        if let Some(reason) = h.refused.take() {
-            h.lose(reason);
         }
-        let wake = h.next_renew.min(h.expires_at);
-        self.holdings.wake_by(&table, wake);
+        let wake = self.with(|h| {
+            h.releasing = false;
+            if let Some(reason) = h.refused.take() {
+                h.lose(reason);
+            }
+            h.next_renew.min(h.expires_at)
+        });
+        if let Some(at) = wake {
+            let table = self.holdings.table.lock().unwrap();
+            self.holdings.wake_by(&table, at);
+        }
     }
 }
 
@@ -287,43 +318,24 @@ impl Holdings {
         self.wake_by(table, wake.min(sent + terms.lease - drift));
     }
 
-    /// Records a release confirmed by Redis; `remaining` re-entries are left.
-    pub(crate) fn released(
-        &self,
-        key: &str,
-        owner: &str,
-        remaining: u32,
-        lease: Duration,
-        sent: Instant,
-        drift: Duration,
-    ) {
-        if remaining == 0 {
-            self.forget(key, owner);
-        } else {
-            self.with(key, owner, |h| {
-                h.count = remaining;
-                h.expires_at = sent + lease - drift;
-            });
-        }
-    }
-
     /// A release that would end the holding is about to be sent: renewals of
     /// it stop until the returned guard is dropped (see [`Releasing`]).
     pub(crate) fn releasing<'a>(&'a self, key: &'a str, owner: &'a str) -> Releasing<'a> {
-        let marked = self
+        let (generation, marked) = self
             .with(key, owner, |h| {
                 let mark = h.count == 1 && !h.releasing && h.lost.borrow().is_none();
                 if mark {
                     h.releasing = true;
                     h.refused = None;
                 }
-                mark.then_some(h.generation)
+                (Some(h.generation), mark)
             })
-            .flatten();
+            .unwrap_or((None, false));
         Releasing {
             holdings: self,
             key,
             owner,
+            generation,
             marked,
         }
     }
@@ -363,12 +375,6 @@ impl Holdings {
     /// Marks a holding lost now (an extend or release found it gone).
     pub(crate) fn lose(&self, key: &str, owner: &str, reason: NotOwnedReason) {
         self.with(key, owner, |h| h.lose(reason.into()));
-    }
-
-    /// A release Redis did not answer: stop renewing the holding (its lease
-    /// ends on its own) and report it lost until the owner takes it again.
-    pub(crate) fn abandon(&self, key: &str, owner: &str) {
-        self.with(key, owner, |h| h.lose(LostReason::Unreachable));
     }
 
     /// The next instant the loop has work (a renewal or an expiry), which
@@ -564,14 +570,39 @@ mod tests {
         let due = now + Duration::from_millis(100);
         let in_flight = holdings.due(due);
         assert_eq!(in_flight.len(), 1);
+        let lost = holdings.lost_watch(key, owner).unwrap();
         let releasing = holdings.releasing(key, owner);
         holdings.apply(&in_flight, due, &[Some(-1)], &deployment);
         assert_eq!(holdings.view(key, owner).unwrap().lost, None);
         // No renewal goes out while the release is on its way.
         assert!(holdings.due(due + Duration::from_millis(100)).is_empty());
-        releasing.succeeded();
+        releasing.succeeded(0, terms.lease, due, Duration::ZERO);
         drop(releasing);
-        assert_eq!(holdings.view(key, owner).unwrap().lost, None);
+        assert_eq!(holdings.view(key, owner), None, "released");
+        assert_eq!(*lost.borrow(), None, "never reported lost");
+    }
+
+    /// The same owner may hold the name afresh when an earlier release's
+    /// answer comes: that answer is about the earlier holding only.
+    #[test]
+    fn a_release_answer_leaves_a_newer_holding_alone() {
+        let holdings = Holdings::default();
+        let now = Instant::now();
+        let terms = holding(&holdings, now);
+        let (key, owner) = (terms.keys.lock.as_str(), &*terms.owner);
+        let releasing = holdings.releasing(key, owner);
+        holdings.acquired(&terms, 2, 1, now, Duration::ZERO);
+        releasing.succeeded(0, terms.lease, now, Duration::ZERO);
+        releasing.forget();
+        releasing.unanswered();
+        drop(releasing);
+        let view = holdings.view(key, owner).expect("the newer holding stays");
+        assert_eq!((view.fence, view.lost), (2, None));
+        assert_eq!(
+            holdings.due(now + terms.lease / 3).len(),
+            1,
+            "and is renewed"
+        );
     }
 
     /// A release that never answers (dropped, say) leaves the refusal what it
