@@ -556,6 +556,26 @@ mod tests {
         terms
     }
 
+    /// A renewal out when the release of the holding starts, refused by Redis
+    /// while the release is on its way: neither a loss yet nor renewed again.
+    fn refused_while_releasing<'a>(
+        holdings: &'a Holdings,
+        terms: &'a HoldTerms,
+        now: Instant,
+        reply: i64,
+    ) -> Releasing<'a> {
+        let deployment = Deployment::new(Vec::new(), Vec::new(), Duration::from_millis(200));
+        let (key, owner) = (terms.keys.lock.as_str(), &*terms.owner);
+        let due = now + terms.lease / 3;
+        let in_flight = holdings.due(due);
+        assert_eq!(in_flight.len(), 1);
+        let releasing = holdings.releasing(key, owner);
+        holdings.apply(&in_flight, due, &[Some(reply)], &deployment);
+        assert_eq!(holdings.view(key, owner).unwrap().lost, None);
+        assert!(holdings.due(due + terms.lease / 3).is_empty());
+        releasing
+    }
+
     /// The race a slow release opens: Redis frees the key at once on the
     /// masters that answer, while the release still waits for another; a
     /// renewal meanwhile finds the key gone. That is the release, not a loss,
@@ -563,20 +583,12 @@ mod tests {
     #[test]
     fn a_renewal_refused_during_a_release_that_succeeds_is_no_loss() {
         let holdings = Holdings::default();
-        let deployment = Deployment::new(Vec::new(), Vec::new(), Duration::from_millis(200));
         let now = Instant::now();
         let terms = holding(&holdings, now);
         let (key, owner) = (terms.keys.lock.as_str(), &*terms.owner);
-        let due = now + Duration::from_millis(100);
-        let in_flight = holdings.due(due);
-        assert_eq!(in_flight.len(), 1);
         let lost = holdings.lost_watch(key, owner).unwrap();
-        let releasing = holdings.releasing(key, owner);
-        holdings.apply(&in_flight, due, &[Some(-1)], &deployment);
-        assert_eq!(holdings.view(key, owner).unwrap().lost, None);
-        // No renewal goes out while the release is on its way.
-        assert!(holdings.due(due + Duration::from_millis(100)).is_empty());
-        releasing.succeeded(0, terms.lease, due, Duration::ZERO);
+        let releasing = refused_while_releasing(&holdings, &terms, now, -1);
+        releasing.succeeded(0, terms.lease, now, Duration::ZERO);
         drop(releasing);
         assert_eq!(holdings.view(key, owner), None, "released");
         assert_eq!(*lost.borrow(), None, "never reported lost");
@@ -611,16 +623,10 @@ mod tests {
     #[test]
     fn a_renewal_refused_during_a_release_that_never_answers_is_a_loss() {
         let holdings = Holdings::default();
-        let deployment = Deployment::new(Vec::new(), Vec::new(), Duration::from_millis(200));
         let now = Instant::now();
         let terms = holding(&holdings, now);
         let (key, owner) = (terms.keys.lock.as_str(), &*terms.owner);
-        let due = now + Duration::from_millis(100);
-        let in_flight = holdings.due(due);
-        let releasing = holdings.releasing(key, owner);
-        holdings.apply(&in_flight, due, &[Some(-2)], &deployment);
-        assert_eq!(holdings.view(key, owner).unwrap().lost, None);
-        drop(releasing);
+        drop(refused_while_releasing(&holdings, &terms, now, -2));
         assert_eq!(
             holdings.view(key, owner).unwrap().lost,
             Some(LostReason::HeldByAnother)
