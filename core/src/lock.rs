@@ -311,8 +311,9 @@ impl Lock {
             },
         };
         // A waiter that was listening during its first attempt missed
-        // nothing since: it goes straight to sleep.
-        let mut attempt_now = !in_line_now;
+        // nothing since, and one backing off has no release to miss: each
+        // goes straight to sleep.
+        let mut attempt_now = !in_line_now && !backoff;
         loop {
             if attempt_now {
                 match self.attempt(fair).await? {
