@@ -64,13 +64,11 @@ impl Deployment {
     }
 
     /// How much earlier than Redis a holder must consider its lease over:
-    /// Redlock's allowance for clock drift between independent masters.
+    /// room for the clocks of client and servers running at slightly
+    /// different rates (Redlock's drift allowance), and for telling the
+    /// holder (a signal to a command, say) before Redis lets the lock go.
     pub(crate) fn drift(&self, lease: Duration) -> Duration {
-        if self.is_redlock() {
-            lease / 100 + Duration::from_millis(2)
-        } else {
-            Duration::ZERO
-        }
+        lease / 100 + Duration::from_millis(2)
     }
 
     /// Maps a Redis error to the connection category, without secrets.
