@@ -715,9 +715,9 @@ def write_report(r: Dict[str, Any], path: str) -> None:
         "sync binding does), over runtimes built in different ways (`rlock-bench hops`, blocks "
         "interleaved; median of the blocks' medians and their spread). Each hand-over between "
         "the calling thread and a runtime thread is a thread wake-up on both the way out and the "
-        "way back. The Python face now runs as in *current-thread, caller drives*; the Node face "
-        "cannot (its thread is the event loop), and runs as in *multi-thread, 1 worker* plus the "
-        "hand-over to the JS thread.")
+        "way back. Both faces run as in *current-thread, caller drives*: Python's calling thread "
+        "drives the core's runtime while it waits; Node's JS thread does so for up to 0.5 ms per "
+        "operation (one round trip), handing longer waits to the runtime's background thread.")
     add("")
     add("| runtime | µs per cycle |")
     add("| --- | --- |")
@@ -849,10 +849,11 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
     out = ["### Why the misses", ""]
     if any(t["scenario"] in ("S1", "S5") and "Node" in t["target"] for t in missed):
         out.append(
-            "- **Node, S1 and S5.** Every Node operation crosses threads twice: the JS thread hands "
-            "it to the runtime thread that does the I/O, and the result comes back through a "
-            "threadsafe function that wakes the event loop; ioredis does its I/O on the JS thread "
-            "itself. The same core cycle from a plain thread costs "
+            "- **Node, S1 and S5.** The JS thread drives the core's runtime itself for an operation "
+            "of one round trip, as ioredis does its I/O on the JS thread; what remains is the "
+            "promise each operation settles through napi (a threadsafe function, so one more turn "
+            "of the event loop) and the call into the addon. The same core cycle from a plain "
+            "thread costs "
             f"{hops.get('current-thread, caller drives', float('nan')):.0f} µs when the caller drives "
             f"the runtime and {hops.get('multi-thread, 1 worker', float('nan')):.0f} µs with one "
             "hand-over each way (table under S5). And no binding can reach 0.9× the ioredis cycle: "
@@ -896,10 +897,10 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
             "- **Fair mode, " + "; ".join(t["target"] for t in fair_missed) + ".** Fair handoffs "
             "form one chain: the release hands the lock to the head of the line, whose process "
             "hears it, runs its critical section and releases in turn, so every cost on that path "
-            "is paid once per handoff. From Node the path crosses threads twice per handoff (the "
-            "message reaches the runtime thread and is handed to the JS thread; the release is "
-            "handed back), which is what sets Node's rate below Python's and Rust's (S5 gives the "
-            "cost of one hand-over).")
+            "is paid once per handoff. From Node the waiter hears the handoff on the runtime's "
+            "background thread, which hands it to the JS thread (a thread wake-up per handoff), "
+            "which is what sets Node's rate below Python's and Rust's (S5 gives the cost of one "
+            "hand-over).")
     out.append("")
     return out
 

@@ -14,6 +14,7 @@
 
 mod client;
 mod deployment;
+pub mod driver;
 mod error;
 mod feed;
 mod keys;

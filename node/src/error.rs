@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{FnArgs, FunctionRef, PromiseRaw, ToNapiValue, Unknown};
+use napi::bindgen_prelude::{FnArgs, FunctionRef, JsValue, PromiseRaw, ToNapiValue, Unknown};
 use napi::Env;
 
 /// `makeError(category, message, reason)` from `node/index.js`.
@@ -75,8 +75,12 @@ impl Errors {
         }
     }
 
-    /// Runs `fut` on the runtime and settles a promise with its outcome,
-    /// converted on the JS thread; failures reject with the face's errors.
+    /// A promise of `fut`'s outcome, converted on the JS thread; failures
+    /// reject with the face's errors. The JS thread drives `fut` itself for
+    /// up to [`INLINE`] (an operation of one round trip is done by then, its
+    /// request and reply handled on this thread with no hand-over to another
+    /// and back); past that, the runtime's background thread drives it, and
+    /// the event loop goes on meanwhile.
     pub fn promise<'env, T, V, F, C>(
         self: &Arc<Self>,
         env: &'env Env,
@@ -85,13 +89,33 @@ impl Errors {
     ) -> napi::Result<PromiseRaw<'env, V>>
     where
         T: Send + 'static,
-        V: ToNapiValue,
+        V: ToNapiValue + 'static,
         F: Future<Output = Result<T, Failure>> + Send + 'static,
-        C: FnOnce(T) -> V + 'static,
+        C: FnOnce(T) -> V + Send + 'static,
     {
+        let driver = crate::driver()?;
+        let (deferred, promise) = env.create_deferred::<V, Settle<V>>()?;
         let errors = self.clone();
-        env.spawn_future_with_callback(async move { Ok(fut.await) }, move |env, outcome| {
-            outcome.map(convert).map_err(|f| errors.to_js(env, f))
-        })
+        let settle = move |outcome: Result<T, Failure>| {
+            deferred.resolve(Box::new(move |env: Env| {
+                outcome.map(convert).map_err(|f| errors.to_js(&env, f))
+            }))
+        };
+        let mut fut = Box::pin(fut);
+        match driver.block_on(async { tokio::time::timeout(INLINE, fut.as_mut()).await }) {
+            Ok(outcome) => settle(outcome),
+            Err(_) => {
+                driver.spawn(async move { settle(fut.await) });
+            }
+        }
+        Ok(PromiseRaw::new(env.raw(), promise.raw()))
     }
 }
+
+/// Settles a promise on the JS thread.
+type Settle<V> = Box<dyn FnOnce(Env) -> napi::Result<V> + Send>;
+
+/// How long the JS thread drives an operation itself before handing it to the
+/// runtime's background thread: a few loopback round trips, so waits (and
+/// slow networks) never hold the event loop longer than this.
+const INLINE: std::time::Duration = std::time::Duration::from_micros(500);

@@ -10,17 +10,27 @@ mod client;
 mod error;
 mod lock;
 
-/// The runtime every operation runs on: one worker thread, which does the I/O
-/// of all operations and hands each result to the JS thread. A second worker
-/// would only add hand-overs between the two on every operation.
-#[napi_derive::module_init]
-fn init() {
-    if let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("rlock-runtime")
-        .enable_all()
-        .build()
-    {
-        napi::bindgen_prelude::create_custom_tokio_runtime(rt);
-    }
+use std::sync::OnceLock;
+
+use rlock_core::driver::Driver;
+
+/// The runtime every operation runs on, built on first use: the JS thread
+/// drives it while it runs an operation, a background thread the rest of the
+/// time (see `rlock_core::driver`). Leaked: it lives as long as the process,
+/// like its thread.
+pub(crate) fn driver() -> napi::Result<&'static Driver> {
+    static DRIVER: OnceLock<Result<&'static Driver, String>> = OnceLock::new();
+    DRIVER
+        .get_or_init(|| {
+            let driver: &'static Driver = Box::leak(Box::new(
+                Driver::new("rlock-runtime").map_err(|e| e.to_string())?,
+            ));
+            std::thread::Builder::new()
+                .name("rlock-runtime".to_owned())
+                .spawn(move || driver.run_background())
+                .map_err(|e| e.to_string())?;
+            Ok(driver)
+        })
+        .clone()
+        .map_err(|e| napi::Error::from_reason(format!("could not start the rlock runtime: {e}")))
 }

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use napi::bindgen_prelude::{spawn, FnArgs, Function, PromiseRaw};
+use napi::bindgen_prelude::{FnArgs, Function, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
@@ -181,7 +181,10 @@ fn watch_holding(lock: &Lock, on_lost: &LostWatch) {
     };
     let lost = lock.lost_signal();
     let name = lock.name().to_owned();
-    spawn(async move {
+    let Ok(driver) = crate::driver() else {
+        return; // no runtime, so no holding to watch either
+    };
+    driver.spawn(async move {
         // None: released first, nothing to tell.
         if let Some(reason) = lost.await {
             let message = rlock_core::Error::Lost { name, reason }.to_string();

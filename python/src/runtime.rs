@@ -5,7 +5,7 @@
 //! while it waits: its request goes out and its reply comes in on its own
 //! thread, with no hand-over to a runtime thread and back (two thread wake-ups
 //! per operation, more than the round trip itself on a busy machine). When no
-//! call has driven it for a moment ([`GRACE`]), or asyncio work is waiting, a
+//! call has driven it for a moment (`rlock_core::driver::GRACE`), or asyncio work is waiting, a
 //! background thread drives it instead (renewals, release messages, asyncio
 //! operations), and lets go as soon as a call comes.
 //!
@@ -22,7 +22,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, Once, PoisonError};
+use std::sync::Once;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -30,18 +30,12 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::generic::{self, ContextExt, JoinError};
 use pyo3_async_runtimes::TaskLocals;
-use tokio::runtime::Runtime;
-use tokio::sync::Notify;
 
 use crate::error::{Failure, Reply};
 
 /// How long a blocking wait runs before it looks for pending signals: keeps
 /// Ctrl-C answered within about 100 ms.
 const SLICE: Duration = Duration::from_millis(50);
-/// How long the runtime may go undriven after a call before the background
-/// thread takes over: calls that come back to back keep driving it
-/// themselves, and renewals or release messages wait at most about this long.
-const GRACE: Duration = Duration::from_millis(2);
 
 static RUNTIME: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -72,84 +66,7 @@ pub fn install_fork_handler() -> PyResult<()> {
     Ok(())
 }
 
-/// The runtime and who drives it.
-pub struct Shared {
-    runtime: Runtime,
-    /// Calls in progress: while there is one, it drives the runtime.
-    callers: AtomicUsize,
-    /// Bumped at the start and end of every call: the background thread takes
-    /// over only after a [`GRACE`] without any.
-    calls: AtomicU64,
-    /// Asks the background thread to let go of the runtime.
-    let_go: Notify,
-    /// Wakes the background thread to drive at once (asyncio work spawned).
-    kicked: Mutex<bool>,
-    kick: Condvar,
-}
-
-impl Shared {
-    /// Runs `fut` to completion, driving the runtime on this thread (or, while
-    /// another thread drives it, being woken by that one).
-    fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        self.callers.fetch_add(1, Ordering::AcqRel);
-        self.calls.fetch_add(1, Ordering::AcqRel);
-        self.let_go.notify_one();
-        let _call = Call(self);
-        self.runtime.block_on(fut)
-    }
-
-    /// Spawns `fut` and makes sure a thread drives it soon.
-    pub fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        let task = self.runtime.spawn(fut);
-        *self.kicked.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.kick.notify_one();
-        task
-    }
-
-    fn handle(&self) -> &tokio::runtime::Handle {
-        self.runtime.handle()
-    }
-
-    /// The background thread: drives the runtime whenever no call does.
-    fn run_background(&self) {
-        loop {
-            let mut kicked = self.kicked.lock().unwrap_or_else(PoisonError::into_inner);
-            loop {
-                let seen = self.calls.load(Ordering::Acquire);
-                if !*kicked {
-                    kicked = self
-                        .kick
-                        .wait_timeout(kicked, GRACE)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                }
-                let idle = self.calls.load(Ordering::Acquire) == seen;
-                if self.callers.load(Ordering::Acquire) == 0 && (*kicked || idle) {
-                    *kicked = false;
-                    break;
-                }
-            }
-            drop(kicked);
-            // Until a call wants the runtime (a stale wish only makes this
-            // loop wait one more GRACE).
-            self.runtime.block_on(self.let_go.notified());
-        }
-    }
-}
-
-/// One call in progress (ended on drop, panics included).
-struct Call<'a>(&'a Shared);
-
-impl Drop for Call<'_> {
-    fn drop(&mut self) {
-        self.0.calls.fetch_add(1, Ordering::AcqRel);
-        self.0.callers.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+pub use rlock_core::driver::Driver as Shared;
 
 /// This process' runtime, built on first use (again in a forked child).
 pub fn get() -> PyResult<&'static Shared> {
@@ -158,19 +75,9 @@ pub fn get() -> PyResult<&'static Shared> {
         // SAFETY: a published runtime is never freed (leaked across forks).
         return Ok(unsafe { &*current });
     }
-    let built = tokio::runtime::Builder::new_current_thread()
-        .thread_name("rlock-runtime")
-        .enable_all()
-        .build()
+    let built = Shared::new("rlock-runtime")
         .map_err(|e| PyOSError::new_err(format!("could not start the rlock runtime: {e}")))?;
-    let fresh = Box::into_raw(Box::new(Shared {
-        runtime: built,
-        callers: AtomicUsize::new(0),
-        calls: AtomicU64::new(0),
-        let_go: Notify::new(),
-        kicked: Mutex::new(false),
-        kick: Condvar::new(),
-    }));
+    let fresh = Box::into_raw(Box::new(built));
     match RUNTIME.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
             // SAFETY: just published; never freed from now on.

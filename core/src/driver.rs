@@ -1,0 +1,118 @@
+//! A runtime for the faces that call the core from threads of their own (a
+//! Python thread, Node's JS thread): a current-thread tokio runtime that a
+//! calling thread drives itself while it waits, so its request goes out and
+//! its reply comes in on its own thread, with no hand-over to a runtime
+//! thread and back (two thread wake-ups per operation, more than the round
+//! trip itself on a busy machine). When no call has driven it for a moment
+//! ([`GRACE`]), or spawned work is waiting, a background thread drives it
+//! instead (renewals, release messages, spawned operations), and lets go as
+//! soon as a call comes.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::runtime::Runtime;
+use tokio::sync::Notify;
+
+/// How long the runtime may go undriven after a call before the background
+/// thread takes over: calls that come back to back keep driving it
+/// themselves, and renewals or release messages wait at most about this long.
+pub const GRACE: Duration = Duration::from_millis(2);
+
+/// The runtime and who drives it.
+pub struct Driver {
+    runtime: Runtime,
+    /// Calls in progress: while there is one, it drives the runtime.
+    callers: AtomicUsize,
+    /// Bumped at the start and end of every call: the background thread takes
+    /// over only after a [`GRACE`] without any.
+    calls: AtomicU64,
+    /// Asks the background thread to let go of the runtime.
+    let_go: Notify,
+    /// Wakes the background thread to drive at once (work spawned).
+    kicked: Mutex<bool>,
+    kick: Condvar,
+}
+
+impl Driver {
+    /// A runtime nobody drives yet: run [`run_background`](Self::run_background)
+    /// on a thread of its own once it is where it will stay.
+    pub fn new(thread_name: &str) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .thread_name(thread_name)
+            .enable_all()
+            .build()?;
+        Ok(Driver {
+            runtime,
+            callers: AtomicUsize::new(0),
+            calls: AtomicU64::new(0),
+            let_go: Notify::new(),
+            kicked: Mutex::new(false),
+            kick: Condvar::new(),
+        })
+    }
+
+    /// Runs `fut` to completion, driving the runtime on this thread (or, while
+    /// another thread drives it, being woken by that one).
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        self.callers.fetch_add(1, Ordering::AcqRel);
+        self.calls.fetch_add(1, Ordering::AcqRel);
+        self.let_go.notify_one();
+        let _call = Call(self);
+        self.runtime.block_on(fut)
+    }
+
+    /// Spawns `fut` and makes sure a thread drives it soon.
+    pub fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let task = self.runtime.spawn(fut);
+        *self.kicked.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.kick.notify_one();
+        task
+    }
+
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        self.runtime.handle()
+    }
+
+    /// The background thread's loop: drives the runtime whenever no call does.
+    pub fn run_background(&self) {
+        loop {
+            let mut kicked = self.kicked.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                let seen = self.calls.load(Ordering::Acquire);
+                if !*kicked {
+                    kicked = self
+                        .kick
+                        .wait_timeout(kicked, GRACE)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                let idle = self.calls.load(Ordering::Acquire) == seen;
+                if self.callers.load(Ordering::Acquire) == 0 && (*kicked || idle) {
+                    *kicked = false;
+                    break;
+                }
+            }
+            drop(kicked);
+            // Until a call wants the runtime (a stale wish only makes this
+            // loop wait one more GRACE).
+            self.runtime.block_on(self.let_go.notified());
+        }
+    }
+}
+
+/// One call in progress (ended on drop, panics included).
+struct Call<'a>(&'a Driver);
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        self.0.calls.fetch_add(1, Ordering::AcqRel);
+        self.0.callers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
