@@ -100,9 +100,15 @@ impl Driver {
                 }
             }
             drop(kicked);
-            // Until a call wants the runtime (a stale wish only makes this
-            // loop wait one more GRACE).
-            self.runtime.block_on(self.let_go.notified());
+            // Until a call wants the runtime. A wish left by a call that has
+            // ended since (a stored permit) is stale: driving goes on, or
+            // the work spawned meanwhile would wait a GRACE undriven.
+            loop {
+                self.runtime.block_on(self.let_go.notified());
+                if self.callers.load(Ordering::Acquire) > 0 {
+                    break;
+                }
+            }
         }
     }
 }
