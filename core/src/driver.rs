@@ -9,8 +9,8 @@
 //! soon as a call comes.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
@@ -31,6 +31,11 @@ pub struct Driver {
     calls: AtomicU64,
     /// Asks the background thread to let go of the runtime.
     let_go: Notify,
+    /// The background thread is to let go of the runtime although no call
+    /// wants it yet (see [`yield_to_callers`](Self::yield_to_callers)).
+    yielding: AtomicBool,
+    /// Spawned work not finished yet.
+    spawned: Arc<AtomicUsize>,
     /// Wakes the background thread to drive at once (work spawned).
     kicked: Mutex<bool>,
     kick: Condvar,
@@ -49,6 +54,8 @@ impl Driver {
             callers: AtomicUsize::new(0),
             calls: AtomicU64::new(0),
             let_go: Notify::new(),
+            yielding: AtomicBool::new(false),
+            spawned: Arc::default(),
             kicked: Mutex::new(false),
             kick: Condvar::new(),
         })
@@ -70,10 +77,28 @@ impl Driver {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let task = self.runtime.spawn(fut);
+        let spawned = self.spawned.clone();
+        spawned.fetch_add(1, Ordering::AcqRel);
+        let task = self.runtime.spawn(async move {
+            let out = fut.await;
+            spawned.fetch_sub(1, Ordering::AcqRel);
+            out
+        });
         *self.kicked.lock().unwrap_or_else(PoisonError::into_inner) = true;
         self.kick.notify_one();
         task
+    }
+
+    /// Called by the last spawned work in progress as it hands its result to
+    /// a caller that will act on it at once (a JS callback that goes on to
+    /// release): the background thread lets go of the runtime, so that the
+    /// caller drives it without waiting for it to, and takes it back after a
+    /// [`GRACE`] without calls.
+    pub fn yield_to_callers(&self) {
+        if self.spawned.load(Ordering::Acquire) <= 1 {
+            self.yielding.store(true, Ordering::Release);
+            self.let_go.notify_one();
+        }
     }
 
     pub fn handle(&self) -> &tokio::runtime::Handle {
@@ -105,7 +130,9 @@ impl Driver {
             // the work spawned meanwhile would wait a GRACE undriven.
             loop {
                 self.runtime.block_on(self.let_go.notified());
-                if self.callers.load(Ordering::Acquire) > 0 {
+                if self.yielding.swap(false, Ordering::AcqRel)
+                    || self.callers.load(Ordering::Acquire) > 0
+                {
                     break;
                 }
             }

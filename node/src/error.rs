@@ -105,7 +105,10 @@ impl Errors {
         match driver.block_on(async { tokio::time::timeout(INLINE, fut.as_mut()).await }) {
             Ok(outcome) => settle(outcome),
             Err(_) => {
-                driver.spawn(async move { settle(fut.await) });
+                driver.spawn(async move {
+                    settle(fut.await);
+                    driver.yield_to_callers();
+                });
             }
         }
         Ok(PromiseRaw::new(env.raw(), promise.raw()))
