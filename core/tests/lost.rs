@@ -5,7 +5,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use rlock_core::{Client, ClientOptions, Error, LockOptions, LostReason, Wait};
+use rlock_core::{Client, ClientOptions, Error, Lock, LockOptions, LostReason, Wait};
 use support::RedisServer;
 
 #[tokio::test]
@@ -122,20 +122,24 @@ async fn redis_stopped_while_held_reports_lost_by_the_lease_deadline_then_recove
     fresh.release().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_release_redis_does_not_answer_stops_renewal_so_the_lease_ends_on_its_own() {
-    let redis = RedisServer::start();
+/// A lock on a client that gives up on a reply after 200 ms, so a stalled
+/// Redis leaves its requests unanswered.
+async fn impatient_lock(redis: &RedisServer, name: &str, ttl: Duration) -> (Client, Lock) {
     let options = ClientOptions {
         response_timeout: Duration::from_millis(200),
         ..ClientOptions::default()
     };
     let client = Client::connect_with(&redis.url(), options).await.unwrap();
     let lock = client
-        .lock_with(
-            "unanswered",
-            LockOptions::default().ttl(Duration::from_secs(3)),
-        )
+        .lock_with(name, LockOptions::default().ttl(ttl))
         .unwrap();
+    (client, lock)
+}
+
+#[tokio::test]
+async fn a_release_redis_does_not_answer_stops_renewal_so_the_lease_ends_on_its_own() {
+    let redis = RedisServer::start();
+    let (_client, lock) = impatient_lock(&redis, "unanswered", Duration::from_secs(3)).await;
     lock.acquire(Wait::Once).await.unwrap();
     // Redis stalls past the release's retries, then comes back with the key.
     let stall = redis.stall(1.0);
@@ -160,17 +164,7 @@ async fn a_release_redis_does_not_answer_stops_renewal_so_the_lease_ends_on_its_
 #[tokio::test]
 async fn the_same_owner_taking_back_a_holding_it_lost_track_of_is_not_a_reentry() {
     let redis = RedisServer::start();
-    let options = ClientOptions {
-        response_timeout: Duration::from_millis(200),
-        ..ClientOptions::default()
-    };
-    let client = Client::connect_with(&redis.url(), options).await.unwrap();
-    let lock = client
-        .lock_with(
-            "resumed",
-            LockOptions::default().ttl(Duration::from_secs(20)),
-        )
-        .unwrap();
+    let (_client, lock) = impatient_lock(&redis, "resumed", Duration::from_secs(20)).await;
     let first = lock.acquire(Wait::Once).await.unwrap();
     let stall = redis.stall(1.0);
     lock.release().await.unwrap_err();
