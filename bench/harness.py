@@ -717,7 +717,10 @@ def write_report(r: Dict[str, Any], path: str) -> None:
         "the calling thread and a runtime thread is a thread wake-up on both the way out and the "
         "way back. Both faces run as in *current-thread, caller drives*: Python's calling thread "
         "drives the core's runtime while it waits; Node's JS thread does so for up to 0.5 ms per "
-        "operation (one round trip), handing longer waits to the runtime's background thread.")
+        "operation (one round trip), and past that whenever its event loop would otherwise sleep "
+        "(the runtime's background thread drives while JS is busy). The last row is the bare "
+        "two-command cycle over redis-rs from the same kind of runtime: the whole difference "
+        "between the core and the floor, from one thread.")
     add("")
     add("| runtime | µs per cycle |")
     add("| --- | --- |")

@@ -4,8 +4,10 @@
 //! way are interleaved; prints the median µs per cycle of each.
 //!
 //! ```text
-//! rlock-bench hops URL ROUNDS CYCLES
+//! rlock-bench hops URL ROUNDS CYCLES [ONLY]
 //! ```
+//!
+//! With ONLY, just the ways whose name contains it run (to trace one alone).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -23,6 +25,9 @@ struct Way {
     /// for signals).
     sliced: bool,
     lock: Option<Lock>,
+    /// The bare two-command cycle over redis-rs instead of the core (the floor).
+    floor: Option<(redis::aio::ConnectionManager, String)>,
+    skip: bool,
 }
 
 impl Way {
@@ -32,6 +37,8 @@ impl Way {
             runtime,
             sliced,
             lock: None,
+            floor: None,
+            skip: false,
         }
     }
 
@@ -40,6 +47,9 @@ impl Way {
     }
 
     fn cycle(&self) -> Result<()> {
+        if let Some((conn, sha)) = &self.floor {
+            return self.run(crate::worker::floor_cycle(conn.clone(), sha, "hops:floor"));
+        }
         let lock = self.lock.as_ref().ok_or("not connected")?;
         if self.sliced {
             self.run(async {
@@ -89,10 +99,25 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         Way::new("multi-thread, 1 worker", multi(1)?, false),
         Way::new("current-thread, caller drives", current()?, false),
         Way::new("current-thread, another thread drives", current()?, false),
+        Way::new(
+            "redis-rs bare cycle (no core), the caller drives a current-thread runtime",
+            current()?,
+            false,
+        ),
     ];
+    if let Some(only) = args.get(3) {
+        for way in &mut ways {
+            way.skip = !way.name.contains(only.as_str());
+        }
+    }
+    let bare = ways.len() - 1;
     for (i, way) in ways.iter_mut().enumerate() {
-        let client = way.run(Client::connect(url))?;
-        way.lock = Some(client.lock(&format!("hops:{i}"))?);
+        if i == bare {
+            way.floor = Some(way.run(crate::worker::floor_connection(url))?);
+        } else {
+            let client = way.run(Client::connect(url))?;
+            way.lock = Some(client.lock(&format!("hops:{i}"))?);
+        }
     }
     let mut medians: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
     let stop = tokio::sync::Notify::new();
@@ -108,6 +133,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         (|| {
             for _ in 0..rounds {
                 for (i, way) in ways.iter().enumerate() {
+                    if way.skip {
+                        continue;
+                    }
                     way.cycle()?;
                     let mut lat = Vec::with_capacity(cycles);
                     for _ in 0..cycles {
@@ -123,6 +151,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         })()
     })?;
     for (way, m) in ways.iter().zip(&mut medians) {
+        if way.skip {
+            continue;
+        }
         m.sort_by(f64::total_cmp);
         println!(
             "{}",

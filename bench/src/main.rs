@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         Some("worker") if args.len() > 1 => worker::run(&runtime, &args[1..]),
         Some("watchdog") if args.len() == 5 => watchdog::run(&runtime, &args[1..]),
         Some("proxy") if args.len() == 2 => proxy::run(&runtime, &args[1]),
-        Some("hops") if args.len() == 4 => hops::run(&args[1..]),
+        Some("hops") if (4..=5).contains(&args.len()) => hops::run(&args[1..]),
         _ => Err(
             "usage: rlock-bench worker URL... | watchdog URL LOCKS TTL_MS SECS | proxy HOST:PORT | hops URL ROUNDS CYCLES"
                 .into(),

@@ -41,19 +41,56 @@ impl Shared {
     async fn floor(&self) -> Result<(ConnectionManager, String)> {
         let floor = self
             .floor
-            .get_or_try_init(|| async {
-                let client = redis::Client::open(self.urls[0].as_str())?;
-                let mut conn = ConnectionManager::new(client).await?;
-                let sha: String = redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(COMPARE_AND_DELETE)
-                    .query_async(&mut conn)
-                    .await?;
-                Ok::<_, redis::RedisError>((conn, sha))
-            })
+            .get_or_try_init(|| floor_connection(&self.urls[0]))
             .await?;
         Ok(floor.clone())
     }
+}
+
+/// A connection for the floor cycle, with its compare-and-delete script loaded.
+pub(crate) async fn floor_connection(url: &str) -> Result<(ConnectionManager, String)> {
+    let client = redis::Client::open(url)?;
+    let mut conn = ConnectionManager::new(client).await?;
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(COMPARE_AND_DELETE)
+        .query_async(&mut conn)
+        .await?;
+    Ok((conn, sha))
+}
+
+/// One floor cycle on `key`: SET NX PX, then the compare-and-delete script.
+pub(crate) async fn floor_cycle(mut conn: ConnectionManager, sha: &str, key: &str) -> Result<()> {
+    if !floor_acquire(&mut conn, key).await? {
+        return Err("floor: the key was taken".into());
+    }
+    floor_release(&mut conn, sha, key).await
+}
+
+async fn floor_acquire(conn: &mut ConnectionManager, key: &str) -> Result<bool> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(TOKEN)
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(conn)
+        .await?;
+    Ok(set.is_some())
+}
+
+async fn floor_release(conn: &mut ConnectionManager, sha: &str, key: &str) -> Result<()> {
+    let deleted: i64 = redis::cmd("EVALSHA")
+        .arg(sha)
+        .arg(1)
+        .arg(key)
+        .arg(TOKEN)
+        .query_async(conn)
+        .await?;
+    if deleted != 1 {
+        return Err("floor: the key was not ours".into());
+    }
+    Ok(())
 }
 
 /// One contender's lock on one key.
@@ -92,17 +129,7 @@ impl Contender {
     async fn acquire(&mut self) -> Result<bool> {
         match self {
             Contender::Rlock(lock) => Ok(lock.acquire(Wait::Forever).await.is_ok()),
-            Contender::Floor { conn, key, .. } => {
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(&*key)
-                    .arg(TOKEN)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(30_000)
-                    .query_async(conn)
-                    .await?;
-                Ok(set.is_some())
-            }
+            Contender::Floor { conn, key, .. } => floor_acquire(conn, key).await,
         }
     }
 
@@ -111,18 +138,7 @@ impl Contender {
             Contender::Rlock(lock) => {
                 lock.release().await?;
             }
-            Contender::Floor { conn, sha, key } => {
-                let deleted: i64 = redis::cmd("EVALSHA")
-                    .arg(&*sha)
-                    .arg(1)
-                    .arg(&*key)
-                    .arg(TOKEN)
-                    .query_async(conn)
-                    .await?;
-                if deleted != 1 {
-                    return Err("floor: the key was not ours".into());
-                }
-            }
+            Contender::Floor { conn, sha, key } => floor_release(conn, sha, key).await?,
         }
         Ok(())
     }

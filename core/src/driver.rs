@@ -36,6 +36,8 @@ pub struct Driver {
     yielding: AtomicBool,
     /// Spawned work not finished yet.
     spawned: Arc<AtomicUsize>,
+    /// The background thread is driving the runtime right now.
+    background_driving: AtomicBool,
     /// Wakes the background thread to drive at once (work spawned).
     kicked: Mutex<bool>,
     kick: Condvar,
@@ -56,6 +58,7 @@ impl Driver {
             let_go: Notify::new(),
             yielding: AtomicBool::new(false),
             spawned: Arc::default(),
+            background_driving: AtomicBool::new(false),
             kicked: Mutex::new(false),
             kick: Condvar::new(),
         })
@@ -77,6 +80,21 @@ impl Driver {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        let task = self.spawn_for_caller(fut);
+        *self.kicked.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.kick.notify_one();
+        task
+    }
+
+    /// Spawns `fut` for a caller that will drive the runtime again in a
+    /// moment (Node's JS thread going back to its event loop): the background
+    /// thread is not woken for it, and takes over only if no call drives the
+    /// runtime for a [`GRACE`].
+    pub fn spawn_for_caller<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         let spawned = self.spawned.clone();
         spawned.fetch_add(1, Ordering::AcqRel);
         let task = self.runtime.spawn(async move {
@@ -84,8 +102,8 @@ impl Driver {
             spawned.fetch_sub(1, Ordering::AcqRel);
             out
         });
-        *self.kicked.lock().unwrap_or_else(PoisonError::into_inner) = true;
-        self.kick.notify_one();
+        // Counted as a call: the background thread's grace starts now.
+        self.calls.fetch_add(1, Ordering::AcqRel);
         task
     }
 
@@ -95,7 +113,9 @@ impl Driver {
     /// caller drives it without waiting for it to, and takes it back after a
     /// [`GRACE`] without calls.
     pub fn yield_to_callers(&self) {
-        if self.spawned.load(Ordering::Acquire) <= 1 {
+        if self.background_driving.load(Ordering::Acquire)
+            && self.spawned.load(Ordering::Acquire) <= 1
+        {
             self.yielding.store(true, Ordering::Release);
             self.let_go.notify_one();
         }
@@ -111,7 +131,9 @@ impl Driver {
             let mut kicked = self.kicked.lock().unwrap_or_else(PoisonError::into_inner);
             loop {
                 let seen = self.calls.load(Ordering::Acquire);
-                if !*kicked {
+                // While a call drives, a kick waits too: it only asks that
+                // someone drive, and the call does.
+                if !*kicked || self.callers.load(Ordering::Acquire) > 0 {
                     kicked = self
                         .kick
                         .wait_timeout(kicked, GRACE)
@@ -128,6 +150,7 @@ impl Driver {
             // Until a call wants the runtime. A wish left by a call that has
             // ended since (a stored permit) is stale: driving goes on, or
             // the work spawned meanwhile would wait a GRACE undriven.
+            self.background_driving.store(true, Ordering::Release);
             loop {
                 self.runtime.block_on(self.let_go.notified());
                 if self.yielding.swap(false, Ordering::AcqRel)
@@ -136,6 +159,7 @@ impl Driver {
                     break;
                 }
             }
+            self.background_driving.store(false, Ordering::Release);
         }
     }
 }

@@ -79,8 +79,9 @@ impl Errors {
     /// reject with the face's errors. The JS thread drives `fut` itself for
     /// up to [`INLINE`] (an operation of one round trip is done by then, its
     /// request and reply handled on this thread with no hand-over to another
-    /// and back); past that, the runtime's background thread drives it, and
-    /// the event loop goes on meanwhile.
+    /// and back); past that, the event loop goes on, and the JS thread drives
+    /// it whenever the loop would sleep (`event_loop.rs`), the runtime's
+    /// background thread while JS is busy.
     pub fn promise<'env, T, V, F, C>(
         self: &Arc<Self>,
         env: &'env Env,
@@ -105,8 +106,11 @@ impl Errors {
         match driver.block_on(async { tokio::time::timeout(INLINE, fut.as_mut()).await }) {
             Ok(outcome) => settle(outcome),
             Err(_) => {
-                driver.spawn(async move {
+                crate::event_loop::install(env);
+                let pending = crate::event_loop::Pending::start();
+                driver.spawn_for_caller(async move {
                     settle(fut.await);
+                    drop(pending);
                     driver.yield_to_callers();
                 });
             }

@@ -8,6 +8,7 @@
 
 mod client;
 mod error;
+mod event_loop;
 mod lock;
 
 use std::sync::OnceLock;

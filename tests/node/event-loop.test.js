@@ -1,8 +1,14 @@
 'use strict'
-// Waiting happens off the JS thread: timers keep running while a lock is awaited.
+// A wait never blocks the event loop: timers, sockets and worker threads go on
+// while a lock is awaited, although the JS thread itself drives the wait
+// whenever the loop would otherwise sleep.
 
 const assert = require('node:assert/strict')
+const net = require('node:net')
+const path = require('node:path')
 const { test } = require('node:test')
+const { Worker } = require('node:worker_threads')
+const { Client } = require('../../node/index.js')
 const { serve } = require('./helper.js')
 
 const env = serve()
@@ -26,4 +32,72 @@ test('the event loop is never blocked while acquire() waits: a setInterval keeps
   const gaps = ticks.slice(1).map((t, i) => t - ticks[i])
   assert.ok(Math.max(...gaps) < 250, `longest gap between ticks ${Math.max(...gaps)} ms`)
   await holder.release()
+})
+
+test('sockets keep flowing while acquire() waits with no timer pending: the loop wakes on its own I/O', { timeout: 20000 }, async () => {
+  // No JS timer runs during the wait, so only the loop's I/O can end each
+  // turn of the JS thread driving the wait at once; a turn that missed it
+  // would hold the echo for its full length (500 ms).
+  const server = net.createServer((socket) => socket.on('data', (d) => socket.write(d)))
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const socket = net.connect(server.address().port, '127.0.0.1')
+  await new Promise((resolve) => socket.once('connect', resolve))
+
+  const holder = await Client.connect(env.redis.url)
+  const held = holder.lock('io-during-wait', { ttlMs: 30000 })
+  await held.acquire()
+  const waiter = env.client.lock('io-during-wait')
+  let acquired = false
+  const waiting = waiter.acquire().then(() => {
+    acquired = true
+  })
+
+  const stamps = []
+  await new Promise((resolve) => {
+    socket.on('data', () => {
+      stamps.push(performance.now())
+      if (stamps.length === 200) resolve()
+      else socket.write('x')
+    })
+    socket.write('x')
+  })
+  assert.equal(acquired, false, 'the waiter got the lock while it was held')
+  const gaps = stamps.slice(1).map((t, i) => t - stamps[i])
+  assert.ok(Math.max(...gaps) < 150, `longest echo round trip ${Math.max(...gaps).toFixed(1)} ms`)
+
+  await held.release()
+  await waiting
+  await waiter.release()
+  socket.destroy()
+  server.close()
+  await holder.close()
+})
+
+test('worker threads wait on locks beside the main thread, and end cleanly', { timeout: 20000 }, async () => {
+  const holder = env.client.lock('threads')
+  await holder.acquire()
+  const workers = [0, 1].map(
+    () =>
+      new Worker(path.join(__dirname, 'wait-worker.js'), {
+        workerData: { url: env.redis.url, name: 'threads' },
+      }),
+  )
+  const results = workers.map(
+    (w) =>
+      new Promise((resolve, reject) => {
+        w.once('message', resolve)
+        w.once('error', reject)
+      }),
+  )
+  const exits = workers.map((w) => new Promise((resolve) => w.once('exit', resolve)))
+  // Both workers are waiting once each has reported so.
+  const ready = await Promise.all(results)
+  assert.deepEqual(ready, ['waiting', 'waiting'])
+  const main = env.client.lock('threads')
+  const mainTurn = main.acquire().then(() => main.release())
+  await holder.release()
+  // The two workers and the main thread each take the lock in turn and
+  // release it; each worker then exits.
+  assert.deepEqual(await Promise.all(exits), [0, 0])
+  await mainTurn
 })
