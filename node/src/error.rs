@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{FnArgs, FunctionRef, JsValue, PromiseRaw, ToNapiValue, Unknown};
-use napi::Env;
+use napi::{check_status, sys, Env};
 
 /// `makeError(category, message, reason)` from `node/index.js`.
 pub type ErrorFactory = FunctionRef<FnArgs<ErrorParts>, Unknown<'static>>;
@@ -95,28 +95,51 @@ impl Errors {
         C: FnOnce(T) -> V + Send + 'static,
     {
         let driver = crate::driver()?;
+        let mut fut = Box::pin(fut);
+        if let Ok(outcome) =
+            driver.block_on(async { tokio::time::timeout(INLINE, fut.as_mut()).await })
+        {
+            // Done on this thread: settled at once, so `await` goes on in
+            // this very turn of the event loop.
+            let outcome = outcome.map(convert).map_err(|f| self.to_js(env, f));
+            return settled(env, outcome);
+        }
         let (deferred, promise) = env.create_deferred::<V, Settle<V>>()?;
         let errors = self.clone();
-        let settle = move |outcome: Result<T, Failure>| {
+        crate::event_loop::install(env);
+        let pending = crate::event_loop::Pending::start();
+        driver.spawn_for_caller(async move {
+            let outcome = fut.await;
             deferred.resolve(Box::new(move |env: Env| {
                 outcome.map(convert).map_err(|f| errors.to_js(&env, f))
-            }))
-        };
-        let mut fut = Box::pin(fut);
-        match driver.block_on(async { tokio::time::timeout(INLINE, fut.as_mut()).await }) {
-            Ok(outcome) => settle(outcome),
-            Err(_) => {
-                crate::event_loop::install(env);
-                let pending = crate::event_loop::Pending::start();
-                driver.spawn_for_caller(async move {
-                    settle(fut.await);
-                    drop(pending);
-                    driver.yield_to_callers();
-                });
-            }
-        }
+            }));
+            drop(pending);
+            driver.yield_to_callers();
+        });
         Ok(PromiseRaw::new(env.raw(), promise.raw()))
     }
+}
+
+/// A promise already settled with `outcome`.
+fn settled<'env, V: ToNapiValue>(
+    env: &'env Env,
+    outcome: napi::Result<V>,
+) -> napi::Result<PromiseRaw<'env, V>> {
+    let raw = env.raw();
+    let mut deferred = std::ptr::null_mut();
+    let mut promise = std::ptr::null_mut();
+    // SAFETY: plain N-API calls on the JS thread, with the env of this call.
+    unsafe {
+        check_status!(sys::napi_create_promise(raw, &mut deferred, &mut promise))?;
+        match outcome.and_then(|v| V::to_napi_value(raw, v)) {
+            Ok(value) => check_status!(sys::napi_resolve_deferred(raw, deferred, value))?,
+            Err(e) => {
+                let error = ToNapiValue::to_napi_value(raw, e)?;
+                check_status!(sys::napi_reject_deferred(raw, deferred, error))?
+            }
+        }
+    }
+    Ok(PromiseRaw::new(raw, promise))
 }
 
 /// Settles a promise on the JS thread.
