@@ -480,16 +480,16 @@ impl Lock {
             .is_some_and(|v| v.lost.is_none() && v.count == 1);
         let releasing = inner.holdings.releasing(&self.keys.lock, &self.owner);
         let sent = Instant::now();
-        let outcome = inner
-            .deployment
-            .release(
-                &self.keys,
-                &self.owner,
-                lease.as_millis() as u64,
-                last_valid,
-            )
-            .await
-            .inspect_err(|_| releasing.unanswered())?;
+        // Boxed, as in `acquire`: the exchange with Redis is the large part of
+        // this future, and the faces move theirs around before polling it.
+        let outcome = Box::pin(inner.deployment.release(
+            &self.keys,
+            &self.owner,
+            lease.as_millis() as u64,
+            last_valid,
+        ))
+        .await
+        .inspect_err(|_| releasing.unanswered())?;
         match outcome {
             Ok(remaining) => {
                 let drift = inner.deployment.drift(lease);
@@ -545,15 +545,13 @@ impl Lock {
         };
         let inner = &self.client.inner;
         let sent = Instant::now();
-        let outcome = inner
-            .deployment
-            .extend(
-                &self.keys,
-                &self.owner,
-                lease.as_millis() as u64,
-                self.options.sync_replicas,
-            )
-            .await?;
+        let outcome = Box::pin(inner.deployment.extend(
+            &self.keys,
+            &self.owner,
+            lease.as_millis() as u64,
+            self.options.sync_replicas,
+        ))
+        .await?;
         match outcome {
             Ok(_) => {
                 let drift = inner.deployment.drift(lease);
