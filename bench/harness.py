@@ -853,9 +853,8 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
     if any(t["scenario"] in ("S1", "S5") and "Node" in t["target"] for t in missed):
         out.append(
             "- **Node, S1 and S5.** The JS thread drives the core's runtime itself for an operation "
-            "of one round trip, as ioredis does its I/O on the JS thread; what remains is the "
-            "promise each operation settles through napi (a threadsafe function, so one more turn "
-            "of the event loop) and the call into the addon. The same core cycle from a plain "
+            "of one round trip, as ioredis does its I/O on the JS thread, and settles its promise "
+            "at once; what remains is the call into the addon. The same core cycle from a plain "
             "thread costs "
             f"{hops.get('current-thread, caller drives', float('nan')):.0f} µs when the caller drives "
             f"the runtime and {hops.get('multi-thread, 1 worker', float('nan')):.0f} µs with one "
@@ -900,10 +899,11 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
             "- **Fair mode, " + "; ".join(t["target"] for t in fair_missed) + ".** Fair handoffs "
             "form one chain: the release hands the lock to the head of the line, whose process "
             "hears it, runs its critical section and releases in turn, so every cost on that path "
-            "is paid once per handoff. From Node the waiter hears the handoff on the runtime's "
-            "background thread, which hands it to the JS thread (a thread wake-up per handoff), "
-            "which is what sets Node's rate below Python's and Rust's (S5 gives the cost of one "
-            "hand-over).")
+            "is paid once per handoff. From Node the waiting JS thread hears the handoff itself "
+            "(it drives the core's runtime while its event loop would sleep), then settles the "
+            "promise through napi's threadsafe function and a turn of the event loop, and runs "
+            "the JavaScript of the critical section: the costs that set Node's rate below "
+            "Python's and Rust's.")
     out.append("")
     return out
 
