@@ -715,10 +715,13 @@ def write_report(r: Dict[str, Any], path: str) -> None:
         "sync binding does), over runtimes built in different ways (`rlock-bench hops`, blocks "
         "interleaved; median of the blocks' medians and their spread). Each hand-over between "
         "the calling thread and a runtime thread is a thread wake-up on both the way out and the "
-        "way back. Both faces run as in *current-thread, caller drives*: Python's calling thread "
-        "drives the core's runtime while it waits; Node's JS thread does so for up to 0.5 ms per "
-        "operation (one round trip), and past that whenever its event loop would otherwise sleep "
-        "(the runtime's background thread drives while JS is busy). The last row is the bare "
+        "way back. Both faces run as in *current-thread, caller drives, awake for replies*: "
+        "Python's calling thread drives the core's runtime while it waits, and stays awake "
+        "(polling, yielding its CPU to any other thread) for a reply to a request in flight, "
+        "for about twice as long as replies take, instead of sleeping in epoll; Node's JS thread "
+        "does the same for up to 0.5 ms per operation (one round trip), and past that whenever "
+        "its event loop would otherwise sleep (the runtime's background thread drives while JS "
+        "is busy). The last row is the bare "
         "two-command cycle over redis-rs from the same kind of runtime: the whole difference "
         "between the core and the floor, from one thread.")
     add("")

@@ -43,6 +43,11 @@ impl Way {
     }
 
     fn run<F: Future>(&self, fut: F) -> F::Output {
+        if self.name.contains("awake") {
+            return self
+                .runtime
+                .block_on(rlock_core::spin::awake_for_replies(fut));
+        }
         self.runtime.block_on(fut)
     }
 
@@ -99,6 +104,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         Way::new("multi-thread, 1 worker", multi(1)?, false),
         Way::new("current-thread, caller drives", current()?, false),
         Way::new("current-thread, another thread drives", current()?, false),
+        Way::new(
+            "current-thread, caller drives, awake for replies (as the faces do)",
+            current()?,
+            false,
+        ),
         Way::new(
             "redis-rs bare cycle (no core), the caller drives a current-thread runtime",
             current()?,

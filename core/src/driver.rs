@@ -71,7 +71,7 @@ impl Driver {
         self.calls.fetch_add(1, Ordering::AcqRel);
         self.let_go.notify_one();
         let _call = Call(self);
-        self.runtime.block_on(fut)
+        self.runtime.block_on(crate::spin::awake_for_replies(fut))
     }
 
     /// Spawns `fut` and makes sure a thread drives it soon.

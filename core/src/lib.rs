@@ -21,6 +21,7 @@ mod keys;
 mod lock;
 mod node;
 mod scripts;
+pub mod spin;
 mod tls;
 pub mod validate;
 mod wait;

@@ -43,10 +43,14 @@ pub(crate) enum Conn {
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
+        let reply = match self {
             Conn::Manager(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
-        }
+        };
+        Box::pin(async move {
+            let _in_flight = crate::spin::Request::sent();
+            reply.await
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -55,10 +59,14 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
+        let replies = match self {
             Conn::Manager(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
+        };
+        Box::pin(async move {
+            let _in_flight = crate::spin::Request::sent();
+            replies.await
+        })
     }
 
     fn get_db(&self) -> i64 {

@@ -51,6 +51,25 @@ def test_the_gil_is_released_while_waiting(client: rlock.Client, server: RedisSe
     assert during > 0.3 * alone, f"{during:.0f}/s while waiting vs {alone:.0f}/s alone"
 
 
+def test_a_waiting_thread_sleeps_it_polls_only_for_replies(
+    client: rlock.Client, server: RedisServer, name: str
+) -> None:
+    # The calling thread stays awake for a reply (a round trip of its own),
+    # never for a release message: a wait costs next to no CPU.
+    other = rlock.Client(server.url)
+    try:
+        with other.lock(name):
+            waiter = client.lock(name)
+            start, cpu = time.monotonic(), time.thread_time()
+            assert waiter.acquire(timeout=1) is False
+            cpu, waited = time.thread_time() - cpu, time.monotonic() - start
+    finally:
+        other.close()
+    assert waited >= 0.9
+    # Polling through the wait would take about the whole second.
+    assert cpu < 0.1, f"{cpu * 1000:.0f} ms of CPU in a {waited * 1000:.0f} ms wait"
+
+
 def test_ctrl_c_interrupts_a_blocked_acquire_quickly_and_leaves_no_lock(
     client: rlock.Client, server: RedisServer, name: str
 ) -> None:
