@@ -855,17 +855,16 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
     out = ["### Why the misses", ""]
     if any(t["scenario"] in ("S1", "S5") and "Node" in t["target"] for t in missed):
         out.append(
-            "- **Node, S1 and S5.** The JS thread drives the core's runtime itself for an operation "
-            "of one round trip, as ioredis does its I/O on the JS thread, and settles its promise "
-            "at once; what remains is the call into the addon. The same core cycle from a plain "
-            "thread costs "
-            f"{hops.get('current-thread, caller drives', float('nan')):.0f} µs when the caller drives "
-            f"the runtime and {hops.get('multi-thread, 1 worker', float('nan')):.0f} µs with one "
-            "hand-over each way (table under S5). And no binding can reach 0.9× the ioredis cycle: "
-            f"the core's two scripts cost Redis {counts['rs/rlock']['server_us_per_cycle']:.0f} µs "
-            f"per cycle against the floor's {counts['js/floor']['server_us_per_cycle']:.0f} µs "
-            "(SET NX PX and one small script), so even from Rust the cycle is "
-            f"{med(s1s['rs/rlock']['ratio_to_floor']):.2f}× redis-rs's bare one, and Rust's cycle "
+            "- **Node, S1.** The JS thread drives the core's runtime itself for an operation of "
+            "one round trip, as ioredis does its I/O on the JS thread, settles its promise at "
+            "once, and stays awake for the reply. In the rounds where the machine was idle enough "
+            "for a sleeping CPU to halt, that put the cycle below the ioredis one, which sleeps in "
+            f"epoll (best tenth of the rounds: {pct(s1s['js/rlock']['ratio_to_floor'], 10):.2f}×); "
+            "in the others waking costs little, and the core's two scripts decide: they cost Redis "
+            f"{counts['rs/rlock']['server_us_per_cycle']:.0f} µs per cycle against the floor's "
+            f"{counts['js/floor']['server_us_per_cycle']:.0f} µs (SET NX PX and one small script), "
+            f"and even from Rust the cycle is {med(s1s['rs/rlock']['ratio_to_floor']):.2f}× "
+            "redis-rs's bare one; Rust's cycle "
             f"({med([t['rs'] for t in r['s1']['s5']]):.0f} µs, median of the S5 blocks) is "
             f"{med([t['rs'] for t in r['s1']['s5']]) / med(s1s['js/floor']['median_per_round']):.2f}× "
             f"the ioredis one ({med(s1s['js/floor']['median_per_round']):.0f} µs).")
@@ -893,7 +892,10 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
             f"(same-worker share {shares}), and a release wakes one waiter in each of the 7 other "
             "processes, of which one at most gets the lock while the others go back to sleep. A "
             "waiter can so lose many handoffs in a row, and the attempts that lose cost round trips "
-            "on a machine with 2 cores for 8 processes and Redis. Fair mode hands each release to "
+            "on a machine with 2 cores for 8 processes and Redis. The faces that stay awake for "
+            "replies (Python, Node) have the releasing worker ask again sooner still, which "
+            "lengthens these waits (the same benchmark before that change: Python 53 ms, Node "
+            "65 ms). Fair mode hands each release to "
             f"the head of a queue (one attempt per handoff): longest waits {fair} "
             "(rows marked fair mode).")
     fair_missed = [t for t in missed if t["scenario"] == "S2 fair"]
