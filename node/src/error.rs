@@ -9,6 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{FnArgs, FunctionRef, JsValue, PromiseRaw, ToNapiValue, Unknown};
+use napi::JsDeferred;
 use napi::{check_status, sys, Env};
 
 /// `makeError(category, message, reason)` from `node/index.js`.
@@ -95,28 +96,48 @@ impl Errors {
         C: FnOnce(T) -> V + Send + 'static,
     {
         let driver = crate::driver()?;
+        crate::event_loop::install(env);
         let mut fut = Box::pin(fut);
-        if let Ok(outcome) =
-            driver.block_on(async { tokio::time::timeout(INLINE, fut.as_mut()).await })
-        {
+        let outcome = driver.block_on(async { tokio::time::timeout(INLINE, fut.as_mut()).await });
+        let (deferred, promise) = match outcome {
             // Done on this thread: settled at once, so `await` goes on in
             // this very turn of the event loop.
-            let outcome = outcome.map(convert).map_err(|f| self.to_js(env, f));
-            return settled(env, outcome);
-        }
-        let (deferred, promise) = env.create_deferred::<V, Settle<V>>()?;
+            Ok(outcome) if crate::event_loop::settle_now() => {
+                let outcome = outcome.map(convert).map_err(|f| self.to_js(env, f));
+                return settled(env, outcome);
+            }
+            // Through the loop instead, with its next turn.
+            Ok(outcome) => {
+                let (deferred, promise) = env.create_deferred::<V, Settle<V>>()?;
+                self.resolve(deferred, outcome, convert);
+                return Ok(PromiseRaw::new(env.raw(), promise.raw()));
+            }
+            Err(_) => env.create_deferred::<V, Settle<V>>()?,
+        };
         let errors = self.clone();
-        crate::event_loop::install(env);
         let pending = crate::event_loop::Pending::start();
         driver.spawn_for_caller(async move {
-            let outcome = fut.await;
-            deferred.resolve(Box::new(move |env: Env| {
-                outcome.map(convert).map_err(|f| errors.to_js(&env, f))
-            }));
+            errors.resolve(deferred, fut.await, convert);
             drop(pending);
             driver.yield_to_callers();
         });
         Ok(PromiseRaw::new(env.raw(), promise.raw()))
+    }
+
+    /// Settles `deferred` with `outcome` on the JS thread, in a turn of its loop.
+    fn resolve<T, V>(
+        self: &Arc<Self>,
+        deferred: JsDeferred<V, Settle<V>>,
+        outcome: Result<T, Failure>,
+        convert: impl FnOnce(T) -> V + Send + 'static,
+    ) where
+        T: Send + 'static,
+        V: ToNapiValue + 'static,
+    {
+        let errors = self.clone();
+        deferred.resolve(Box::new(move |env: Env| {
+            outcome.map(convert).map_err(|f| errors.to_js(&env, f))
+        }));
     }
 }
 

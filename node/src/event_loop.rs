@@ -23,6 +23,7 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use napi::Env;
@@ -33,26 +34,54 @@ use tokio::sync::Notify;
 /// The longest the JS thread drives the runtime in one turn of its loop.
 const MAX_TURN: Duration = Duration::from_millis(500);
 
-/// Operations handed to the runtime whose promise is not settled yet.
-static PENDING: AtomicUsize = AtomicUsize::new(0);
-/// Signalled whenever one of them settles.
+/// Signalled whenever an operation handed to the runtime settles.
 static SETTLED: Notify = Notify::const_new();
 
-/// An operation handed to the runtime; settled when dropped.
-pub(crate) struct Pending(());
+/// How many operations one turn of the loop may settle at once (see
+/// [`settle_now`]).
+const SETTLES_PER_TURN: u32 = 32;
+
+thread_local! {
+    /// Operations this JS thread handed to the runtime whose promise is not
+    /// settled yet: only its own make its loop drive.
+    static PENDING: Arc<AtomicUsize> = Arc::default();
+    /// Operations settled at once since the loop last turned.
+    static SETTLED_THIS_TURN: Cell<u32> = const { Cell::new(0) };
+}
+
+/// An operation handed to the runtime; settled when dropped (on any thread).
+pub(crate) struct Pending(Arc<AtomicUsize>);
 
 impl Pending {
     pub(crate) fn start() -> Self {
-        PENDING.fetch_add(1, Ordering::AcqRel);
-        Pending(())
+        let count = PENDING.with(Arc::clone);
+        count.fetch_add(1, Ordering::AcqRel);
+        Pending(count)
     }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        PENDING.fetch_sub(1, Ordering::AcqRel);
+        self.0.fetch_sub(1, Ordering::AcqRel);
         SETTLED.notify_waiters();
     }
+}
+
+/// Whether an operation finished on the JS thread may settle its promise at
+/// once (`await` goes on in this very turn). Not more than
+/// [`SETTLES_PER_TURN`] times per turn of the loop: a loop of awaited
+/// operations (`while (!(await lock.tryAcquire()))`) must still let timers
+/// and I/O run, as it would if every reply came through the loop.
+pub(crate) fn settle_now() -> bool {
+    SETTLED_THIS_TURN.with(|n| {
+        let now = n.get() < SETTLES_PER_TURN;
+        n.set(n.get() + u32::from(now));
+        now
+    })
+}
+
+fn pending() -> usize {
+    PENDING.with(|p| p.load(Ordering::Acquire))
 }
 
 #[allow(non_camel_case_types)]
@@ -73,6 +102,34 @@ extern "C" {
     fn uv_handle_get_loop(handle: *const uv_handle_t) -> *mut uv_loop_t;
     fn uv_backend_fd(uv_loop: *const uv_loop_t) -> c_int;
     fn uv_backend_timeout(uv_loop: *const uv_loop_t) -> c_int;
+    fn uv_update_time(uv_loop: *mut uv_loop_t);
+}
+
+/// Where `uv.h` (libuv 1.x, Unix) puts the loop's `backend_fd` and
+/// `watcher_queue`: after `data`, `active_handles`, `handle_queue`,
+/// `active_reqs`, `internal_fields`, `stop_flag` and `flags`. Checked against
+/// `uv_backend_fd` before use: on a mismatch the JS thread never drives.
+const BACKEND_FD_OFFSET: usize = 64;
+const WATCHER_QUEUE_OFFSET: usize = 88;
+
+/// Whether the loop has socket watches not yet handed to its epoll set:
+/// libuv hands them over only as it polls, after this callback, so until
+/// then their I/O cannot wake a drive (a connection just accepted, a write
+/// that met back-pressure). `None` when the layout is not the expected one.
+///
+/// # Safety
+/// `uv_loop` is the live loop of this thread.
+unsafe fn has_new_watches(uv_loop: *mut uv_loop_t) -> Option<bool> {
+    let base = uv_loop.cast::<u8>();
+    // SAFETY: both offsets lie inside `uv_loop_t`, whose public layout puts
+    // an int and a two-pointer queue there.
+    unsafe {
+        if base.add(BACKEND_FD_OFFSET).cast::<c_int>().read() != uv_backend_fd(uv_loop) {
+            return None;
+        }
+        let queue = base.add(WATCHER_QUEUE_OFFSET).cast::<*mut c_void>();
+        Some(queue.read() != queue.cast::<c_void>())
+    }
 }
 
 thread_local! {
@@ -83,7 +140,9 @@ thread_local! {
 /// Gives this JS thread's event loop the prepare handle, once. On failure the
 /// background thread simply goes on driving everything.
 pub(crate) fn install(env: &Env) {
-    if INSTALLED.get() {
+    // Linux only: libuv's backend fd elsewhere (a kqueue) may never report
+    // the events of the fds it watches to another poller.
+    if INSTALLED.get() || !cfg!(target_os = "linux") {
         return;
     }
     INSTALLED.set(true);
@@ -108,16 +167,22 @@ pub(crate) fn install(env: &Env) {
         uv_prepare_start(handle, on_prepare);
         handle as usize
     };
-    // Closed with the environment (a worker thread ending, Node exiting).
-    let _ = env.add_env_cleanup_hook(handle, |handle| {
-        INSTALLED.set(false);
-        let handle = handle as *mut uv_handle_t;
-        // SAFETY: the handle started above, on this same thread.
-        unsafe {
-            uv_prepare_stop(handle);
-            uv_close(handle, on_closed);
-        }
-    });
+    // Closed with the environment (a worker thread ending, Node exiting);
+    // at once if that cannot be arranged, as a live handle would make a
+    // worker's loop fail to close.
+    if env.add_env_cleanup_hook(handle, close).is_err() {
+        close(handle);
+    }
+}
+
+fn close(handle: usize) {
+    INSTALLED.set(false);
+    let handle = handle as *mut uv_handle_t;
+    // SAFETY: the handle started in `install`, on this same thread.
+    unsafe {
+        uv_prepare_stop(handle);
+        uv_close(handle, on_closed);
+    }
 }
 
 fn layout(size: usize) -> std::alloc::Layout {
@@ -133,14 +198,25 @@ extern "C" fn on_closed(handle: *mut uv_handle_t) {
 }
 
 extern "C" fn on_prepare(handle: *mut uv_handle_t) {
-    if PENDING.load(Ordering::Acquire) == 0 {
+    // The loop turned: awaited operations may settle at once again.
+    SETTLED_THIS_TURN.set(0);
+    if pending() == 0 {
         return;
     }
     // Never unwinds into libuv: a panic only ends this turn's driving.
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: libuv calls back with the live handle, on the loop's thread.
         let uv_loop = unsafe { uv_handle_get_loop(handle) };
-        drive_until_loop_has_work(uv_loop);
+        // SAFETY: this thread's live loop.
+        if unsafe { has_new_watches(uv_loop) } != Some(false) {
+            return;
+        }
+        if drive_until_loop_has_work(uv_loop) {
+            // The loop read its clock before this callback; its next timeout
+            // is counted from a clock read after the drive.
+            // SAFETY: as above.
+            unsafe { uv_update_time(uv_loop) };
+        }
     });
 }
 
@@ -153,20 +229,21 @@ impl AsRawFd for Backend {
     }
 }
 
-fn drive_until_loop_has_work(uv_loop: *mut uv_loop_t) {
+/// Whether it drove the runtime at all.
+fn drive_until_loop_has_work(uv_loop: *mut uv_loop_t) -> bool {
     // SAFETY: queries of the loop whose prepare callback this is.
     let (timeout_ms, fd) = unsafe { (uv_backend_timeout(uv_loop), uv_backend_fd(uv_loop)) };
     if timeout_ms == 0 || fd < 0 {
-        return; // the loop has work at once
+        return false; // the loop has work at once
     }
     let Ok(driver) = crate::driver() else {
-        return;
+        return false;
     };
     driver.block_on(async {
         let settled = SETTLED.notified();
         tokio::pin!(settled);
         settled.as_mut().enable();
-        if PENDING.load(Ordering::Acquire) == 0 {
+        if pending() == 0 {
             return;
         }
         // Registering reports the fd's current readiness too, so I/O that
@@ -188,4 +265,5 @@ fn drive_until_loop_has_work(uv_loop: *mut uv_loop_t) {
             _ = settled => {}
         }
     });
+    true
 }
