@@ -17,13 +17,21 @@ use serde_json::json;
 
 use crate::Result;
 
+/// How a way calls into its runtime.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Plain,
+    /// Each acquire wrapped in a timer (a binding waking up to look for signals).
+    Sliced,
+    /// Awake for replies, as the faces' driver runs every call.
+    Awake,
+}
+
 /// One way of running the core from a calling thread.
 struct Way {
     name: &'static str,
     runtime: tokio::runtime::Runtime,
-    /// Whether each acquire is wrapped in a timer (a binding waking up to look
-    /// for signals).
-    sliced: bool,
+    mode: Mode,
     lock: Option<Lock>,
     /// The bare two-command cycle over redis-rs instead of the core (the floor).
     floor: Option<(redis::aio::ConnectionManager, String)>,
@@ -31,11 +39,11 @@ struct Way {
 }
 
 impl Way {
-    fn new(name: &'static str, runtime: tokio::runtime::Runtime, sliced: bool) -> Self {
+    fn new(name: &'static str, runtime: tokio::runtime::Runtime, mode: Mode) -> Self {
         Way {
             name,
             runtime,
-            sliced,
+            mode,
             lock: None,
             floor: None,
             skip: false,
@@ -43,7 +51,7 @@ impl Way {
     }
 
     fn run<F: Future>(&self, fut: F) -> F::Output {
-        if self.name.contains("awake") {
+        if self.mode == Mode::Awake {
             return self
                 .runtime
                 .block_on(rlock_core::spin::awake_for_replies(fut));
@@ -56,7 +64,7 @@ impl Way {
             return self.run(crate::worker::floor_cycle(conn.clone(), sha, "hops:floor"));
         }
         let lock = self.lock.as_ref().ok_or("not connected")?;
-        if self.sliced {
+        if self.mode == Mode::Sliced {
             self.run(async {
                 tokio::time::timeout(Duration::from_millis(50), lock.acquire(Wait::Forever)).await
             })??;
@@ -98,21 +106,25 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         Way::new(
             "multi-thread, 2 workers, timer per acquire",
             multi(2)?,
-            true,
+            Mode::Sliced,
         ),
-        Way::new("multi-thread, 2 workers", multi(2)?, false),
-        Way::new("multi-thread, 1 worker", multi(1)?, false),
-        Way::new("current-thread, caller drives", current()?, false),
-        Way::new("current-thread, another thread drives", current()?, false),
+        Way::new("multi-thread, 2 workers", multi(2)?, Mode::Plain),
+        Way::new("multi-thread, 1 worker", multi(1)?, Mode::Plain),
+        Way::new("current-thread, caller drives", current()?, Mode::Plain),
+        Way::new(
+            "current-thread, another thread drives",
+            current()?,
+            Mode::Plain,
+        ),
         Way::new(
             "current-thread, caller drives, awake for replies (as the faces do)",
             current()?,
-            false,
+            Mode::Awake,
         ),
         Way::new(
             "redis-rs bare cycle (no core), the caller drives a current-thread runtime",
             current()?,
-            false,
+            Mode::Plain,
         ),
     ];
     if let Some(only) = args.get(3) {

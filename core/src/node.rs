@@ -47,10 +47,7 @@ impl ConnectionLike for Conn {
             Conn::Manager(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         };
-        Box::pin(async move {
-            let _in_flight = crate::spin::Request::sent();
-            reply.await
-        })
+        Box::pin(crate::spin::awaited(reply))
     }
 
     fn req_packed_commands<'a>(
@@ -63,10 +60,7 @@ impl ConnectionLike for Conn {
             Conn::Manager(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         };
-        Box::pin(async move {
-            let _in_flight = crate::spin::Request::sent();
-            replies.await
-        })
+        Box::pin(crate::spin::awaited(replies))
     }
 
     fn get_db(&self) -> i64 {

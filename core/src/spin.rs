@@ -22,12 +22,12 @@ static REPLY_NS: AtomicU64 = AtomicU64::new(0);
 const MAX_POLL: Duration = Duration::from_micros(250);
 
 /// One request in flight; answered (or abandoned) when dropped.
-pub(crate) struct Request {
+struct Request {
     sent: Instant,
 }
 
 impl Request {
-    pub(crate) fn sent() -> Self {
+    fn sent() -> Self {
         IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
         Request {
             sent: Instant::now(),
@@ -43,6 +43,13 @@ impl Drop for Request {
         let avg = REPLY_NS.load(Ordering::Relaxed);
         REPLY_NS.store(average(avg, took), Ordering::Relaxed);
     }
+}
+
+/// Awaits `reply`, the answer to a request sent as it is first polled,
+/// counted in flight meanwhile.
+pub(crate) async fn awaited<T>(reply: impl Future<Output = T>) -> T {
+    let _in_flight = Request::sent();
+    reply.await
 }
 
 /// The moving average after one more sample (weight 1/8).
