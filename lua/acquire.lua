@@ -15,7 +15,9 @@
 -- ARGV[5] waiter channel prefix P:{NAME}:w:
 -- ARGV[6] NUMSUB, or SHARDNUMSUB on Redis Cluster
 -- returns {1, fence, count} when held by ARGV[1] afterwards,
---         {0, pttl} otherwise (pttl -1: the key has no expiry)
+--         {0, pttl, queued} otherwise (pttl -1: the key has no expiry;
+--         queued 1 when waiters stand in line, whose handoffs send no
+--         release message: a waiter that hears it joins the line too)
 local owner = ARGV[1]
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
@@ -44,6 +46,10 @@ if ARGV[4] == '1' and redis.call('HSETNX', KEYS[4], owner, ARGV[2]) == 1 then
 end
 if kind == 'none' then
   -- the waiter first in line takes it on its next attempt
-  return {0, 20}
+  return {0, 20, 1}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local queued = 0
+if redis.call('LLEN', KEYS[3]) > 0 then
+  queued = 1
+end
+return {0, redis.call('PTTL', KEYS[1]), queued}

@@ -32,6 +32,9 @@ pub(crate) enum Attempt {
         /// out its random delay whatever release messages come, those of
         /// its own give-back included, so that rivals fall out of step.
         backoff: bool,
+        /// Waiters stand in line (one Redis deployment only): releases hand
+        /// the lock to them with no release message.
+        queued: bool,
     },
 }
 
@@ -156,15 +159,17 @@ impl Deployment {
                                     "only {acked} of {k} replicas acknowledged the acquisition"
                                 )),
                                 backoff: true,
+                                queued: false,
                             })
                         }
                         _ => Ok(Attempt::Held { fence, count }),
                     }
                 }
-                AcquireReply::Busy { pttl_ms } => Ok(Attempt::Busy {
+                AcquireReply::Busy { pttl_ms, queued } => Ok(Attempt::Busy {
                     retry_in_ms: pttl_ms,
                     cause: None,
                     backoff: false,
+                    queued,
                 }),
             };
         }
@@ -212,7 +217,7 @@ impl Deployment {
                     fence = fence.max(*f);
                     count = count.max(*c);
                 }
-                Ok(AcquireReply::Busy { pttl_ms }) => {
+                Ok(AcquireReply::Busy { pttl_ms, .. }) => {
                     busy += 1;
                     busy_ttl = Some(busy_ttl.map_or(*pttl_ms, |b| b.min(*pttl_ms)));
                 }
@@ -250,6 +255,7 @@ impl Deployment {
             retry_in_ms,
             cause,
             backoff,
+            queued: false,
         })
     }
 

@@ -30,6 +30,6 @@ mod watchdog;
 pub use client::{Client, ClientOptions, DEFAULT_PREFIX, DEFAULT_URL};
 pub use error::{Error, LostReason, NotOwnedReason, Result};
 pub use keys::Keys;
-pub use lock::{Acquired, Lock, LockOptions, Wait, DEFAULT_TTL};
+pub use lock::{Acquired, Lock, LockOptions, Wait, DEFAULT_TTL, QUEUE_AFTER};
 pub use scripts::LockState;
 pub use validate::Unit;

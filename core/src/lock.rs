@@ -37,6 +37,12 @@ pub struct LockOptions {
     /// Fair mode: waiters queue in Redis and a release hands the lock straight
     /// to the first live one, in arrival order.
     pub fair: bool,
+    /// When not fair: how long a waiter competes for each release before it
+    /// takes a place in line, from where releases are handed over in order
+    /// (as Go's `sync.Mutex` turns to handing over after 1 ms). Barging stays
+    /// cheap while waits are short, and no waiter loses to newcomers for
+    /// longer than this. Redlock keeps no line: its waiters always compete.
+    pub queue_after: Duration,
 }
 
 impl Default for LockOptions {
@@ -47,6 +53,7 @@ impl Default for LockOptions {
             max_hold: None,
             sync_replicas: None,
             fair: false,
+            queue_after: QUEUE_AFTER,
         }
     }
 }
@@ -77,6 +84,11 @@ impl LockOptions {
         self
     }
 
+    pub fn queue_after(mut self, wait: Duration) -> Self {
+        self.queue_after = wait;
+        self
+    }
+
     /// Options from a face's raw numbers (seconds or milliseconds), checked.
     pub fn parse(
         ttl: Option<f64>,
@@ -97,6 +109,7 @@ impl LockOptions {
             max_hold,
             sync_replicas: None,
             fair: false,
+            queue_after: QUEUE_AFTER,
         })
     }
 
@@ -223,6 +236,11 @@ impl Lock {
         }
     }
 
+    /// The client this lock was made on.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -254,73 +272,87 @@ impl Lock {
         let deadline = wait.deadline(start);
         let inner = &self.client.inner;
         let fair = self.options.fair;
-        let waiter_channel = fair.then(|| self.keys.waiter_channel(&inner.id));
-        // A fair waiter whose client listens on its waiter channel already
-        // (another waiter, or one that just left) joins the line with its
-        // very first attempt: a looping holder cannot slip in between.
+        // One Redis deployment keeps a waiting line (Redlock has none). Fair
+        // waiters join it at once; the others once they have waited
+        // `queue_after`, or as soon as they hear that others stand in it.
+        let waiter_channel =
+            (!inner.deployment.is_redlock()).then(|| self.keys.waiter_channel(&inner.id));
+        let starving_at = start
+            + if fair {
+                Duration::ZERO
+            } else {
+                self.options.queue_after
+            };
+        // A waiter whose client listens on its waiter channel already
+        // (another waiter, or one that just left the line) joins the line
+        // with its very first attempt: a looping holder cannot slip in
+        // between.
         let in_line_now = wait != Wait::Once
             && waiter_channel
                 .as_deref()
                 .is_some_and(|c| inner.listening(c));
-        let mut ticket = None;
-        if in_line_now {
-            ticket = Some(
-                inner
-                    .join(
-                        waiter_channel.as_deref().unwrap_or_default(),
-                        Some(&self.owner),
-                        deadline,
-                    )
-                    .await,
-            );
+        let mut line = None;
+        if let (true, Some(channel)) = (in_line_now, &waiter_channel) {
+            line = Some(self.join_line(channel, deadline).await);
         }
-        let mut in_line = in_line_now.then(|| InLine { lock: self.clone() });
         // The uncontended path: one round trip, no subscription.
-        let (mut retry_in_ms, mut cause, mut backoff) = match self.attempt(in_line_now).await? {
-            Attempt::Held { fence, count } => {
-                if let Some(spot) = in_line.take() {
-                    spot.settled();
+        let (mut retry_in_ms, mut cause, mut backoff, mut queued) =
+            match self.attempt(in_line_now).await? {
+                Attempt::Held { fence, count } => {
+                    if let Some(line) = line.take() {
+                        line.settled();
+                    }
+                    return Ok(self.acquired(fence, count));
                 }
-                return Ok(self.acquired(fence, count));
-            }
-            Attempt::Busy {
-                retry_in_ms,
-                cause,
-                backoff,
-            } => (retry_in_ms, cause, backoff),
-        };
+                Attempt::Busy {
+                    retry_in_ms,
+                    cause,
+                    backoff,
+                    queued,
+                } => (retry_in_ms, cause, backoff, queued),
+            };
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            if let Some(spot) = in_line.take() {
-                spot.leave().await;
+            if let Some(line) = line.take() {
+                line.leave().await;
             }
             return Err(self.timeout(cause));
         }
         // Subscribe before the next attempt, so a release that lands between
-        // that attempt and the sleep still wakes this waiter. A fair waiter
-        // listens on its client's waiter channel, and only then joins the
-        // line (a line entry counts as alive while that channel is heard).
-        let ticket = match ticket {
-            Some(t) => t,
-            None => match &waiter_channel {
-                Some(channel) => {
-                    let t = inner.join(channel, Some(&self.owner), deadline).await;
-                    in_line = Some(InLine { lock: self.clone() });
-                    t
-                }
-                None => inner.join(&self.keys.channel, None, deadline).await,
-            },
+        // that attempt and the sleep still wakes this waiter. A waiter in
+        // line listens on its client's waiter channel, and only then joins
+        // the line (a line entry counts as alive while that channel is
+        // heard); the others listen for release messages.
+        let release = match fair {
+            true => None,
+            false => Some(inner.join(&self.keys.channel, None, deadline).await),
         };
+        if let (None, Some(channel)) = (&line, &waiter_channel) {
+            if fair || queued {
+                line = Some(self.join_line(channel, deadline).await);
+            }
+        }
         // A waiter that was listening during its first attempt missed
         // nothing since, and one backing off has no release to miss: each
         // goes straight to sleep.
         let mut attempt_now = !in_line_now && !backoff;
+        // Releases go to the line with no release message once others stand
+        // in it: a waiter out of line then takes a place in it with its next
+        // attempt, as it does once it has waited long enough.
+        let joins = |line: &Option<Line>, backoff: bool, queued: bool| {
+            line.is_none() && !backoff && (queued || Instant::now() >= starving_at)
+        };
         loop {
             if attempt_now {
-                match self.attempt(fair).await? {
+                if let Some(channel) = &waiter_channel {
+                    if joins(&line, backoff, queued) {
+                        line = Some(self.join_line(channel, deadline).await);
+                    }
+                }
+                match self.attempt(line.is_some()).await? {
                     Attempt::Held { fence, count } => {
                         // Taking the lock took this waiter out of the line.
-                        if let Some(spot) = in_line.take() {
-                            spot.settled();
+                        if let Some(line) = line.take() {
+                            line.settled();
                         }
                         return Ok(self.acquired(fence, count));
                     }
@@ -328,47 +360,82 @@ impl Lock {
                         retry_in_ms: r,
                         cause: c,
                         backoff: b,
+                        queued: q,
                     } => {
                         retry_in_ms = r;
                         cause = c;
                         backoff = b;
+                        queued = q;
                     }
                 }
             }
             attempt_now = true;
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
-                if let Some(spot) = in_line.take() {
-                    spot.leave().await;
+                if let Some(line) = line.take() {
+                    line.leave().await;
                 }
                 return Err(self.timeout(cause));
             }
+            if waiter_channel.is_some() && joins(&line, backoff, queued) {
+                continue;
+            }
             // Never a poll: sleep until a release message (or handoff), or
-            // until the holder's lease would end if that message never comes.
-            // A back-off sleeps its delay out.
-            let bound = if backoff {
+            // until the holder's lease would end if that message never comes
+            // (or, out of line, until this waiter starves). A back-off sleeps
+            // its delay out.
+            let mut bound = if backoff {
                 now + Duration::from_millis(retry_in_ms.max(0) as u64)
             } else {
                 now + crate::wait::sleep_bound(retry_in_ms, self.options.ttl)
             };
+            if line.is_none() && waiter_channel.is_some() {
+                bound = bound.min(starving_at);
+            }
             let until = deadline.map_or(bound, |d| d.min(bound));
             let released = async {
-                if backoff {
-                    std::future::pending().await
-                } else {
-                    ticket.released().await
+                match (&release, &line) {
+                    _ if backoff => std::future::pending().await,
+                    (Some(release), Some(line)) => tokio::select! {
+                        _ = release.released() => {}
+                        _ = line.ticket.released() => {}
+                    },
+                    (Some(ticket), None) | (None, Some(Line { ticket, .. })) => {
+                        ticket.released().await
+                    }
+                    (None, None) => std::future::pending().await,
+                }
+            };
+            let handed = async {
+                match &line {
+                    Some(line) => line.ticket.handed().await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                fence = ticket.handed() => {
-                    if let Some(spot) = in_line.take() {
-                        spot.settled();
+                fence = handed => {
+                    if let Some(line) = line.take() {
+                        line.settled();
                     }
                     return Ok(self.handed_over(fence));
                 }
                 _ = released => tracing::trace!(lock = %self.name, "woken by release"),
                 _ = tokio::time::sleep_until(until) => {}
             }
+        }
+    }
+
+    /// Listens on this client's waiter channel for a handoff to this owner;
+    /// the next attempt made with `enqueue` takes a place in line.
+    async fn join_line(&self, channel: &str, deadline: Option<Instant>) -> Line {
+        let ticket = self
+            .client
+            .inner
+            .join(channel, Some(&self.owner), deadline)
+            .await;
+        Line {
+            ticket,
+            spot: InLine { lock: self.clone() },
         }
     }
 
@@ -623,6 +690,25 @@ async fn wait_lost(rx: Option<watch::Receiver<Option<LostReason>>>) -> Option<Lo
     let mut rx = rx?;
     // Err: the holding left the table (released) without being lost.
     rx.wait_for(Option::is_some).await.ok().and_then(|r| *r)
+}
+
+/// The default [`LockOptions::queue_after`]: a few handoffs' time on a LAN.
+pub const QUEUE_AFTER: Duration = Duration::from_millis(10);
+
+/// A waiter in line: where its handoff arrives, and its entry.
+struct Line {
+    ticket: crate::wait::Ticket,
+    spot: InLine,
+}
+
+impl Line {
+    fn settled(self) {
+        self.spot.settled();
+    }
+
+    async fn leave(self) {
+        self.spot.leave().await;
+    }
 }
 
 /// How much earlier than its message a handed-over lease is taken to start

@@ -97,9 +97,10 @@ pub(crate) enum AcquireReply {
         count: u32,
     },
     /// Someone else holds it; `pttl_ms` is its remaining lease (-1: no expiry,
-    /// -2: it vanished in between).
+    /// -2: it vanished in between). `queued`: waiters stand in line.
     Busy {
         pttl_ms: i64,
+        queued: bool,
     },
 }
 
@@ -110,7 +111,10 @@ impl AcquireReply {
                 fence: u64::try_from(*fence).ok()?,
                 count: u32::try_from(*count).ok()?,
             }),
-            [0, pttl] => Some(AcquireReply::Busy { pttl_ms: *pttl }),
+            [0, pttl, queued] => Some(AcquireReply::Busy {
+                pttl_ms: *pttl,
+                queued: *queued == 1,
+            }),
             _ => None,
         }
     }

@@ -1,5 +1,6 @@
 //! Waiting: woken by the release message, bounded by the holder's lease,
-//! never polling, and never broken by a foreign key.
+//! never polling, and never broken by a foreign key; after `queue_after`, a
+//! place in line that releases hand the lock to.
 
 mod support;
 
@@ -14,6 +15,12 @@ async fn warm_up(client: &Client) {
     let lock = client.lock("warm-up").unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     lock.release().await.unwrap();
+}
+
+/// A waiter that competes for every release however long it waits (the way
+/// every waiter starts).
+fn competing() -> LockOptions {
+    LockOptions::default().queue_after(Duration::from_secs(600))
 }
 
 /// Counts the `evalsha` calls in what a monitor saw.
@@ -33,7 +40,7 @@ async fn a_waiter_wakes_on_the_release_message_long_before_the_lease_would_end()
 
     let other = Client::connect(&redis.url()).await.unwrap();
     let mut monitor = redis.monitor();
-    let waiter = other.lock("busy").unwrap();
+    let waiter = other.lock_with("busy", competing()).unwrap();
     let waiting =
         tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(15))).await });
     assert!(
@@ -84,7 +91,7 @@ async fn idle_waiters_send_no_commands_and_a_release_wakes_one_per_client() {
     let mut monitor = redis.monitor();
     let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
     for i in 0..20 {
-        let lock = waiters.lock("crowd").unwrap();
+        let lock = waiters.lock_with("crowd", competing()).unwrap();
         let done_tx = done_tx.clone();
         let gate = holder.clone();
         tokio::spawn(async move {
@@ -223,7 +230,7 @@ async fn a_cancelled_wait_leaves_no_lock_behind() {
     let client = Client::connect(&redis.url()).await.unwrap();
     let holder = client.lock("cancel").unwrap();
     holder.acquire(Wait::Once).await.unwrap();
-    let waiter = client.lock("cancel").unwrap();
+    let waiter = client.lock_with("cancel", competing()).unwrap();
     let w = waiter.clone();
     let task = tokio::spawn(async move { w.acquire(Wait::Forever).await });
     assert!(
@@ -242,4 +249,107 @@ async fn a_cancelled_wait_leaves_no_lock_behind() {
         .await
     );
     assert!(!waiter.locked().await.unwrap());
+}
+
+/// How many waiters stand in the line of lock `name` (read apart from the
+/// client, so monitors count only the lock's own commands).
+fn in_line(redis: &RedisServer, name: &str) -> usize {
+    redis
+        .conn()
+        .llen(format!("rlock:{{{name}}}:queue"))
+        .unwrap()
+}
+
+async fn until_in_line(redis: &RedisServer, name: &str, n: usize) {
+    assert!(
+        support::eventually(Duration::from_secs(10), || in_line(redis, name) == n).await,
+        "never {n} in line"
+    );
+}
+
+#[tokio::test]
+async fn a_waiter_past_queue_after_is_handed_the_lock_before_the_holder_can_retake_it() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    warm_up(&client).await;
+    let holder = client
+        .lock_with(
+            "starve",
+            LockOptions::default().ttl(Duration::from_secs(30)),
+        )
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let mut monitor = redis.monitor();
+    let waiter = other.lock("starve").unwrap();
+    let w = waiter.clone();
+    let waiting = tokio::spawn(async move { w.acquire(Wait::For(Duration::from_secs(15))).await });
+    until_in_line(&redis, "starve", 1).await;
+    // Two attempts competing (before and after subscribing), a third that
+    // took a place in line after `queue_after`; then it sleeps.
+    let mut attempts = 0;
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            attempts += evalshas(&monitor.mark());
+            attempts >= 3
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    attempts += evalshas(&monitor.mark());
+    assert_eq!(attempts, 3);
+
+    // The holder releases and asks again at once, as a loop would: the
+    // release handed the lock to the waiter in line, so it finds it busy.
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    assert_eq!(holder.try_acquire().await.unwrap(), None);
+    let got = support::finished(waiting, Duration::from_secs(5)).await;
+    assert!(got.is_ok(), "{got:?}");
+    assert!(released.elapsed() < Duration::from_secs(5));
+    // The release, the holder's try: the waiter learnt it from the handoff
+    // message, with no attempt of its own.
+    let sent = monitor.mark();
+    assert_eq!(evalshas(&sent), 2, "{sent:?}");
+    assert!(waiter.owned().await.unwrap());
+    assert_eq!(in_line(&redis, "starve"), 0);
+}
+
+#[tokio::test]
+async fn a_waiter_that_finds_others_in_line_joins_it_at_once() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .lock_with("line", LockOptions::default().ttl(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let first_client = Client::connect(&redis.url()).await.unwrap();
+    let first = first_client.lock("line").unwrap();
+    let f = first.clone();
+    let first_waits = tokio::spawn(async move {
+        let got = f.acquire(Wait::For(Duration::from_secs(15))).await;
+        f.release().await.unwrap();
+        got
+    });
+    until_in_line(&redis, "line", 1).await;
+    // This one would compete for ten minutes, but releases now go to the
+    // line and send no release message: it must queue behind the first.
+    let second_client = Client::connect(&redis.url()).await.unwrap();
+    let second = second_client.lock_with("line", competing()).unwrap();
+    let s = second.clone();
+    let second_waits =
+        tokio::spawn(async move { s.acquire(Wait::For(Duration::from_secs(15))).await });
+    until_in_line(&redis, "line", 2).await;
+    holder.release().await.unwrap();
+    let a = support::finished(first_waits, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let b = support::finished(second_waits, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        b.fencing_token > a.fencing_token,
+        "handed over in line order: {a:?} then {b:?}"
+    );
+    assert!(second.owned().await.unwrap());
 }
