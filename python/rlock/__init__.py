@@ -94,10 +94,20 @@ _tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = weakref.WeakKeyDic
 
 
 def _thread_unit() -> str:
-    serial: Optional[int] = getattr(_thread, "serial", None)
-    if serial is None:
-        serial = _thread.serial = next(_serials)
-    return f"{os.getpid()}:t{serial}"
+    try:
+        unit: str = _thread.unit
+    except AttributeError:
+        unit = _thread.unit = f"{os.getpid()}:t{next(_serials)}"
+    return unit
+
+
+def _forget_thread_units() -> None:
+    """In a forked child: its threads' units name the parent process."""
+    global _thread
+    _thread = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_thread_units)
 
 
 def _running_task() -> Optional[asyncio.Task[Any]]:

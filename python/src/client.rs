@@ -77,21 +77,27 @@ impl Shared {
     pub fn connected(
         &self,
     ) -> impl Future<Output = rlock_core::Result<CoreClient>> + Send + 'static {
-        let cell = {
+        // Connected already (every call but the first): nothing to copy.
+        let state = {
             let conn = self.conn();
-            if conn.closed {
-                Err(Error::Connection("this client is closed".to_owned()))
-            } else {
-                Ok(conn.client.clone())
+            match (conn.closed, conn.client.get()) {
+                (true, _) => Err(Error::Connection("this client is closed".to_owned())),
+                (false, Some(client)) => Ok(Ok(client.clone())),
+                (false, None) => Ok(Err((
+                    conn.client.clone(),
+                    self.urls.clone(),
+                    self.options.clone(),
+                ))),
             }
         };
-        let urls = self.urls.clone();
-        let options = self.options.clone();
         async move {
-            let cell = cell?;
-            cell.get_or_try_init(|| CoreClient::connect_urls(&urls, options))
-                .await
-                .cloned()
+            match state? {
+                Ok(client) => Ok(client),
+                Err((cell, urls, options)) => cell
+                    .get_or_try_init(|| CoreClient::connect_urls(&urls, options))
+                    .await
+                    .cloned(),
+            }
         }
     }
 

@@ -118,6 +118,10 @@ impl LockSpec {
 pub struct Lock {
     client: Arc<Shared>,
     spec: Arc<LockSpec>,
+    /// The core lock last made for this process's client: the core lock of
+    /// another owner unit is a copy of it with that owner (its name checked
+    /// and its keys built once).
+    made: Arc<Mutex<Option<CoreLock>>>,
 }
 
 impl Lock {
@@ -125,6 +129,7 @@ impl Lock {
         Lock {
             client,
             spec: Arc::new(spec),
+            made: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -135,20 +140,14 @@ impl Lock {
     ) -> impl Future<Output = rlock_core::Result<CoreLock>> + Send + 'static {
         let connected = self.client.connected();
         let spec = self.spec.clone();
+        let made = self.made.clone();
         let unit = unit.to_owned();
-        async move {
-            connected
-                .await?
-                .lock_as(&spec.name, spec.options.clone(), &unit)
-        }
+        async move { lock_for(&made, &spec, &connected.await?, &unit) }
     }
 
     /// The core lock for `unit` if this process has connected (no I/O).
     fn held_by(&self, unit: &str) -> Option<CoreLock> {
-        let client = self.client.current()?;
-        client
-            .lock_as(&self.spec.name, self.spec.options.clone(), unit)
-            .ok()
+        lock_for(&self.made, &self.spec, &self.client.current()?, unit).ok()
     }
 
     /// Acquires; `Ok(None)` when the wait ended without the lock.
@@ -221,6 +220,23 @@ impl Lock {
         let lock = self.owned_by(unit);
         async move { lock.await?.owned().await }
     }
+}
+
+/// The core lock of `spec` for `unit` on `client`, from the one made last
+/// when it was made on that client (a forked child's is another).
+fn lock_for(
+    made: &Mutex<Option<CoreLock>>,
+    spec: &LockSpec,
+    client: &rlock_core::Client,
+    unit: &str,
+) -> rlock_core::Result<CoreLock> {
+    let mut made = made.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(lock) = made.as_ref().filter(|l| l.client().id() == client.id()) {
+        return Ok(lock.with_owner(unit));
+    }
+    let lock = client.lock_as(&spec.name, spec.options.clone(), unit)?;
+    *made = Some(lock.clone());
+    Ok(lock)
 }
 
 #[pymethods]
