@@ -3,11 +3,11 @@
 -- KEYS[2] waiting line  P:{NAME}:queue
 -- KEYS[3] their leases  P:{NAME}:leases
 -- ARGV[1] owner id
--- returns 1 when the lock was handed to this owner meanwhile (the caller
---         must pass it on with release.lua), else 0
+-- returns the fencing token when the lock was handed to this owner meanwhile
+--         (the caller must pass it on with release.lua), else 0
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 if redis.call('TYPE', KEYS[1])['ok'] == 'hash' and redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
-  return 1
+  return tonumber(redis.call('HGET', KEYS[1], 'fence'))
 end
 return 0

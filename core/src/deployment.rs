@@ -176,12 +176,13 @@ impl Deployment {
         self.acquire_quorum(req, lease_ms).await
     }
 
-    /// A fair waiter leaves the line; true when the lock was handed to it
-    /// meanwhile (the caller passes it on). Fair mode is single-endpoint.
-    pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> Result<bool> {
+    /// A waiter leaves the line; the fencing token when the lock was handed
+    /// to it meanwhile (the caller passes it on). Only one deployment keeps a
+    /// line.
+    pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> Result<Option<u64>> {
         match self.only() {
             Some(node) => node.dequeue(keys, owner).await.map_err(|e| self.error(&e)),
-            None => Ok(false),
+            None => Ok(None),
         }
     }
 

@@ -393,14 +393,13 @@ impl Lock {
                 bound = bound.min(starving_at);
             }
             let until = deadline.map_or(bound, |d| d.min(bound));
+            // A waiter in line hears of its turn from its handoff; its waiter
+            // channel wakes it only after a reconnect (its entry may have
+            // been dropped meanwhile). Release messages are for the others.
             let released = async {
-                match (&release, &line) {
+                match (&line, &release) {
                     _ if backoff => std::future::pending().await,
-                    (Some(release), Some(line)) => tokio::select! {
-                        _ = release.released() => {}
-                        _ = line.ticket.released() => {}
-                    },
-                    (Some(ticket), None) | (None, Some(Line { ticket, .. })) => {
+                    (Some(Line { ticket, .. }), _) | (None, Some(ticket)) => {
                         ticket.released().await
                     }
                     (None, None) => std::future::pending().await,
@@ -508,6 +507,9 @@ impl Lock {
         };
         let sent = Instant::now();
         let attempt = inner.deployment.acquire(&request).await?;
+        if let (Attempt::Held { fence, .. }, true) = (&attempt, enqueue) {
+            self.took_in_line(*fence);
+        }
         if let Attempt::Held { fence, count } = attempt {
             let drift = inner.deployment.drift(lease);
             inner
@@ -747,14 +749,25 @@ impl Drop for InLine {
 }
 
 impl Lock {
+    /// This owner, in line, learnt that it holds the lock other than from its
+    /// handoff message, which may still be on its way: a handoff naming this
+    /// token or an older one is then stale, not a new grant.
+    fn took_in_line(&self, fence: u64) {
+        let inner = &self.client.inner;
+        inner
+            .waiters
+            .took(&self.keys.waiter_channel(&inner.id), fence);
+    }
+
     async fn leave_line(&self) {
         let inner = &self.client.inner;
         match inner.deployment.dequeue(&self.keys, &self.owner).await {
-            Ok(true) => {
+            Ok(Some(fence)) => {
                 tracing::debug!(lock = %self.name, "handed over while leaving; passing it on");
+                self.took_in_line(fence);
                 let _ = self.release().await;
             }
-            Ok(false) => {}
+            Ok(None) => {}
             // The entry dies with this client's waiter channel subscription
             // anyway; a handoff to it expires with its lease.
             Err(e) => tracing::debug!(lock = %self.name, error = %e, "leaving the line failed"),

@@ -409,15 +409,16 @@ impl Node {
         }
     }
 
-    /// `dequeue.lua` (idempotent): a fair waiter leaves the line; true when the
-    /// lock had been handed to it meanwhile.
-    pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> RedisResult<bool> {
+    /// `dequeue.lua` (idempotent): a waiter leaves the line; the fencing token
+    /// when the lock had been handed to it meanwhile.
+    pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> RedisResult<Option<u64>> {
         let call = DEQUEUE
             .call(&[&keys.lock, &keys.queue, &keys.leases])
             .arg(owner);
+        let handed = |fence: i64| u64::try_from(fence).ok().filter(|f| *f > 0);
         match self.call::<i64>(&call).await {
-            Err(e) if is_transient(&e) => self.call::<i64>(&call).await.map(|v| v == 1),
-            other => other.map(|v| v == 1),
+            Err(e) if is_transient(&e) => self.call::<i64>(&call).await.map(handed),
+            other => other.map(handed),
         }
     }
 

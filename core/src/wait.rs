@@ -38,6 +38,11 @@ struct Channel {
     confirmed: watch::Sender<usize>,
     /// Fair waiters by owner id: where a handoff's fencing token goes.
     handoffs: HashMap<String, watch::Sender<Option<u64>>>,
+    /// The newest fencing token this client got for the lock while in line:
+    /// tokens only grow, so a handoff naming this one or an older one was
+    /// overtaken (its waiter learnt of the grant by its own attempt, or while
+    /// leaving) and must not reach that owner's next wait.
+    newest_fence: u64,
     /// Counts the times the channel went idle, so a delayed unsubscribe only
     /// acts on the idle spell that scheduled it.
     idle_spells: u64,
@@ -109,6 +114,7 @@ impl Waiters {
                     wake: Arc::new(Notify::new()),
                     confirmed: watch::channel(0).0,
                     handoffs: HashMap::new(),
+                    newest_fence: 0,
                     idle_spells: 0,
                 });
             entry.waiters += 1;
@@ -149,19 +155,33 @@ impl Waiters {
     /// sleep, so a waiter busy with an attempt does not miss it); a handoff
     /// (`handoff <fence> <owner>`) goes to the fair waiter it names.
     pub(crate) fn deliver(&self, channel: &str, payload: &[u8]) {
-        let channels = self.channels.lock().unwrap();
-        let Some(c) = channels.get(channel) else {
+        let mut channels = self.channels.lock().unwrap();
+        let Some(c) = channels.get_mut(channel) else {
             return;
         };
-        match parse_handoff(payload) {
-            Some((fence, owner)) => match c.handoffs.get(owner) {
-                Some(slot) => {
-                    slot.send_replace(Some(fence));
-                }
-                // That waiter already left; its own dequeue passes the lock on.
-                None => tracing::debug!(owner, "handoff for a waiter that left"),
-            },
-            None => c.wake.notify_one(),
+        let Some((fence, owner)) = parse_handoff(payload) else {
+            c.wake.notify_one();
+            return;
+        };
+        if fence <= c.newest_fence {
+            tracing::debug!(owner, fence, "stale handoff: that grant was taken already");
+            return;
+        }
+        c.newest_fence = fence;
+        match c.handoffs.get(owner) {
+            Some(slot) => {
+                slot.send_replace(Some(fence));
+            }
+            // That waiter already left; its own dequeue passes the lock on.
+            None => tracing::debug!(owner, "handoff for a waiter that left"),
+        }
+    }
+
+    /// A waiter in line on `channel` got the lock with token `fence` (see
+    /// `Channel::newest_fence`).
+    pub(crate) fn took(&self, channel: &str, fence: u64) {
+        if let Some(c) = self.channels.lock().unwrap().get_mut(channel) {
+            c.newest_fence = c.newest_fence.max(fence);
         }
     }
 
@@ -281,4 +301,26 @@ pub(crate) fn sleep_bound(pttl_ms: i64, fallback: Duration) -> Duration {
     };
     let spread = (base / 20).clamp(Duration::from_millis(1), Duration::from_millis(50));
     base + rand::rng().random_range(Duration::ZERO..=spread)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_handoff_overtaken_by_the_waiters_own_attempt_reaches_no_later_wait() {
+        let waiters = Waiters::new(tokio::runtime::Handle::current());
+        let now = Some(tokio::time::Instant::now());
+        let first = waiters.join("w", Some("c:1"), now).await;
+        // Its attempt found the lock handed to it, with token 7.
+        waiters.took("w", 7);
+        drop(first);
+        let again = waiters.join("w", Some("c:1"), now).await;
+        // The message of that grant, read late.
+        waiters.deliver("w", b"handoff 7 c:1");
+        let early = tokio::time::timeout(Duration::ZERO, again.handed()).await;
+        assert!(early.is_err(), "granted by a stale handoff: {early:?}");
+        waiters.deliver("w", b"handoff 8 c:1");
+        assert_eq!(again.handed().await, 8);
+    }
 }

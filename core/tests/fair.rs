@@ -425,3 +425,52 @@ async fn a_thousand_queued_waiters_of_one_client_send_nothing_while_idle() {
             .unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_message_that_arrives_again_later_grants_nothing() {
+    let redis = RedisServer::start();
+    let holder_client = Client::connect(&redis.url()).await.unwrap();
+    let holder = holder_client
+        .lock_with("stale", fair(Duration::from_secs(30)))
+        .unwrap();
+    let waiter_client = Client::connect(&redis.url()).await.unwrap();
+    let waiter = waiter_client
+        .lock_with("stale", fair(Duration::from_secs(30)))
+        .unwrap();
+    let channel = format!("rlock:{{stale}}:w:{}", waiter_client.id());
+
+    // A first handoff, heard and used.
+    holder.acquire(Wait::Once).await.unwrap();
+    let w = waiter.clone();
+    let first = tokio::spawn(async move { w.acquire(Wait::Forever).await });
+    until_in_line(&holder, 1).await;
+    holder.release().await.unwrap();
+    let granted = support::finished(first, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .fencing_token;
+    waiter.release().await.unwrap();
+
+    // Waiting again, the waiter is sent that handoff once more (as when it
+    // was delivered late): it must keep waiting for a grant of its own.
+    holder.acquire(Wait::Once).await.unwrap();
+    let w = waiter.clone();
+    let second = tokio::spawn(async move { w.acquire(Wait::Forever).await });
+    until_in_line(&holder, 1).await;
+    let heard: i64 = redis
+        .conn()
+        .publish(&channel, format!("handoff {granted} {}", waiter.owner()))
+        .unwrap();
+    assert_eq!(heard, 1);
+    // Let the stale message be read before the real one is sent.
+    let _: i64 = redis.conn().publish(&channel, "ping").unwrap();
+    holder.release().await.unwrap();
+    let got = support::finished(second, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        got.fencing_token > granted,
+        "woken by the old grant {granted}: {got:?}"
+    );
+    assert!(waiter.owned().await.unwrap());
+}
