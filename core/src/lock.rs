@@ -750,13 +750,13 @@ impl Drop for InLine {
 
 impl Lock {
     /// This owner, in line, learnt that it holds the lock other than from its
-    /// handoff message, which may still be on its way: a handoff naming this
-    /// token or an older one is then stale, not a new grant.
+    /// handoff message, which may still be on its way: that message is then
+    /// stale, not a new grant.
     fn took_in_line(&self, fence: u64) {
         let inner = &self.client.inner;
         inner
             .waiters
-            .took(&self.keys.waiter_channel(&inner.id), fence);
+            .took(&self.keys.waiter_channel(&inner.id), &self.owner, fence);
     }
 
     async fn leave_line(&self) {

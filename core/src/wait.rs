@@ -38,11 +38,10 @@ struct Channel {
     confirmed: watch::Sender<usize>,
     /// Fair waiters by owner id: where a handoff's fencing token goes.
     handoffs: HashMap<String, watch::Sender<Option<u64>>>,
-    /// The newest fencing token this client got for the lock while in line:
-    /// tokens only grow, so a handoff naming this one or an older one was
-    /// overtaken (its waiter learnt of the grant by its own attempt, or while
-    /// leaving) and must not reach that owner's next wait.
-    newest_fence: u64,
+    /// Grants that waiters in line learnt of other than from their handoff
+    /// message (an attempt of their own, or leaving the line), by owner id:
+    /// that message may still come, and must not reach the owner's next wait.
+    taken: HashMap<String, u64>,
     /// Counts the times the channel went idle, so a delayed unsubscribe only
     /// acts on the idle spell that scheduled it.
     idle_spells: u64,
@@ -114,7 +113,7 @@ impl Waiters {
                     wake: Arc::new(Notify::new()),
                     confirmed: watch::channel(0).0,
                     handoffs: HashMap::new(),
-                    newest_fence: 0,
+                    taken: HashMap::new(),
                     idle_spells: 0,
                 });
             entry.waiters += 1;
@@ -163,11 +162,11 @@ impl Waiters {
             c.wake.notify_one();
             return;
         };
-        if fence <= c.newest_fence {
+        if c.taken.get(owner) == Some(&fence) {
+            c.taken.remove(owner);
             tracing::debug!(owner, fence, "stale handoff: that grant was taken already");
             return;
         }
-        c.newest_fence = fence;
         match c.handoffs.get(owner) {
             Some(slot) => {
                 slot.send_replace(Some(fence));
@@ -177,11 +176,11 @@ impl Waiters {
         }
     }
 
-    /// A waiter in line on `channel` got the lock with token `fence` (see
-    /// `Channel::newest_fence`).
-    pub(crate) fn took(&self, channel: &str, fence: u64) {
+    /// `owner`, in line on `channel`, got the lock with token `fence` other
+    /// than from its handoff message (see `Channel::taken`).
+    pub(crate) fn took(&self, channel: &str, owner: &str, fence: u64) {
         if let Some(c) = self.channels.lock().unwrap().get_mut(channel) {
-            c.newest_fence = c.newest_fence.max(fence);
+            c.taken.insert(owner.to_owned(), fence);
         }
     }
 
@@ -313,7 +312,7 @@ mod tests {
         let now = Some(tokio::time::Instant::now());
         let first = waiters.join("w", Some("c:1"), now).await;
         // Its attempt found the lock handed to it, with token 7.
-        waiters.took("w", 7);
+        waiters.took("w", "c:1", 7);
         drop(first);
         let again = waiters.join("w", Some("c:1"), now).await;
         // The message of that grant, read late.
