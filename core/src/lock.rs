@@ -321,8 +321,10 @@ impl Lock {
         // that attempt and the sleep still wakes this waiter. A waiter in
         // line listens on its client's waiter channel, and only then joins
         // the line (a line entry counts as alive while that channel is
-        // heard); the others listen for release messages.
-        let release = match fair {
+        // heard); the others listen for release messages. One that goes
+        // straight into line never needs those (and under contention that
+        // saves a subscribe and an unsubscribe per acquisition).
+        let release = match fair || in_line_now || queued {
             true => None,
             false => Some(inner.join(&self.keys.channel, None, deadline).await),
         };
