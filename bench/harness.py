@@ -766,9 +766,11 @@ def write_report(r: Dict[str, Any], path: str) -> None:
                 f"{med(s2s[k]['acq_per_s']) / med(s2s[k.replace('-fair', '')]['acq_per_s']):.2f}×, "
                 f"handoffs to another worker "
                 f"{med(s2s[k]['cross_per_s']) / med(s2s[k.replace('-fair', '')]['cross_per_s']):.2f}×"
-                for k in fair) + ". Here it costs nothing: a fair handoff needs one attempt, while "
-            "in the default mode every release sets several waiters asking at once, and only one "
-            "wins.")
+                for k in fair) + ". Here it costs nothing: a fair handoff needs one attempt. The "
+            "default mode lets a newcomer barge in, and every release sets several waiters asking "
+            "at once, of whom one wins; but a waiter that has waited 10 ms (`queue_after`) takes a "
+            "place in the same line fair waiters use, and once anyone stands in it the others "
+            "join it too, so under this load the default lock soon hands over in turn as well.")
         add("")
     add(f"Idle waiters: commands per second Redis received while {r['idle_waiters']} waiters "
         f"(threads, promises or tasks in one process, one client) waited on a lock held with a "
@@ -888,15 +890,14 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
                          for k in s2s if k.endswith("/rlock-fair"))
         out.append(
             "- **S2, longest wait and handoffs in the default mode.** The default lock lets a "
-            "newcomer barge in: the worker that just released asks again at once and often wins "
+            "newcomer barge in: the worker that just released asks again at once and may win "
             f"(same-worker share {shares}), and a release wakes one waiter in each of the 7 other "
             "processes, of which one at most gets the lock while the others go back to sleep. A "
-            "waiter can so lose many handoffs in a row, and the attempts that lose cost round trips "
-            "on a machine with 2 cores for 8 processes and Redis. The faces that stay awake for "
-            "replies (Python, Node) have the releasing worker ask again sooner still, which "
-            "lengthens these waits (the same benchmark before that change: Python 53 ms, Node "
-            "65 ms). Fair mode hands each release to "
-            f"the head of a queue (one attempt per handoff): longest waits {fair} "
+            "waiter that has waited 10 ms (`queue_after`) takes a place in line, and from then "
+            "releases are handed over in turn; until the line forms, and whenever it empties, "
+            "waiters compete, and the attempts that lose cost round trips on a machine with 2 "
+            "cores for 8 processes and Redis. Fair mode hands each release to the head of the "
+            f"line from the start (one attempt per handoff): longest waits {fair} "
             "(rows marked fair mode).")
     fair_missed = [t for t in missed if t["scenario"] == "S2 fair"]
     if fair_missed:

@@ -35,6 +35,9 @@ pub(crate) enum Attempt {
         /// Waiters stand in line (one Redis deployment only): releases hand
         /// the lock to them with no release message.
         queued: bool,
+        /// The token of a grant this attempt got and gave back (too few
+        /// replicas had it): a handoff message naming it grants nothing.
+        undone: Option<u64>,
     },
 }
 
@@ -160,6 +163,7 @@ impl Deployment {
                                 )),
                                 backoff: true,
                                 queued: false,
+                                undone: Some(fence),
                             })
                         }
                         _ => Ok(Attempt::Held { fence, count }),
@@ -170,6 +174,7 @@ impl Deployment {
                     cause: None,
                     backoff: false,
                     queued,
+                    undone: None,
                 }),
             };
         }
@@ -257,6 +262,7 @@ impl Deployment {
             cause,
             backoff,
             queued: false,
+            undone: None,
         })
     }
 

@@ -156,12 +156,17 @@ impl Wait {
         })
     }
 
+    /// None: no end (a span too long to count is as good as forever).
     fn deadline(self, start: Instant) -> Option<Instant> {
         match self {
             Wait::Once => Some(start),
-            Wait::For(d) => Some(start + d),
+            Wait::For(d) => start.checked_add(d),
             Wait::Forever => None,
         }
+    }
+
+    fn is_once(self) -> bool {
+        matches!(self, Wait::Once | Wait::For(Duration::ZERO))
     }
 }
 
@@ -268,26 +273,29 @@ impl Lock {
     }
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Acquired> {
+        let inner = &self.client.inner;
+        // What an abandoned wait of this owner left to finish (leaving the
+        // line, passing on a grant) must not act on this acquisition.
+        inner.waiters.cleaned_up(&self.keys.lock, &self.owner).await;
         let start = Instant::now();
         let deadline = wait.deadline(start);
-        let inner = &self.client.inner;
         let fair = self.options.fair;
         // One Redis deployment keeps a waiting line (Redlock has none). Fair
         // waiters join it at once; the others once they have waited
         // `queue_after`, or as soon as they hear that others stand in it.
         let waiter_channel =
             (!inner.deployment.is_redlock()).then(|| self.keys.waiter_channel(&inner.id));
-        let starving_at = start
-            + if fair {
-                Duration::ZERO
-            } else {
-                self.options.queue_after
-            };
+        // None: never (a span too long to count).
+        let starving_at = start.checked_add(if fair {
+            Duration::ZERO
+        } else {
+            self.options.queue_after
+        });
         // A waiter whose client listens on its waiter channel already
         // (another waiter, or one that just left the line) joins the line
         // with its very first attempt: a looping holder cannot slip in
         // between.
-        let in_line_now = wait != Wait::Once
+        let in_line_now = !wait.is_once()
             && waiter_channel
                 .as_deref()
                 .is_some_and(|c| inner.listening(c));
@@ -309,6 +317,7 @@ impl Lock {
                     cause,
                     backoff,
                     queued,
+                    ..
                 } => (retry_in_ms, cause, backoff, queued),
             };
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -341,7 +350,9 @@ impl Lock {
         // in it: a waiter out of line then takes a place in it with its next
         // attempt, as it does once it has waited long enough.
         let joins = |line: &Option<Line>, backoff: bool, queued: bool| {
-            line.is_none() && !backoff && (queued || Instant::now() >= starving_at)
+            line.is_none()
+                && !backoff
+                && (queued || starving_at.is_some_and(|t| Instant::now() >= t))
         };
         loop {
             if attempt_now {
@@ -363,6 +374,7 @@ impl Lock {
                         cause: c,
                         backoff: b,
                         queued: q,
+                        ..
                     } => {
                         retry_in_ms = r;
                         cause = c;
@@ -392,7 +404,7 @@ impl Lock {
                 now + crate::wait::sleep_bound(retry_in_ms, self.options.ttl)
             };
             if line.is_none() && waiter_channel.is_some() {
-                bound = bound.min(starving_at);
+                bound = starving_at.map_or(bound, |t| bound.min(t));
             }
             let until = deadline.map_or(bound, |d| d.min(bound));
             // A waiter in line hears of its turn from its handoff; its waiter
@@ -487,6 +499,7 @@ impl Lock {
         FinishOnDrop {
             fut: Some(Box::pin(async move { lock.attempt_inner(enqueue).await })),
             lock: self.clone(),
+            enqueue,
         }
     }
 
@@ -509,8 +522,15 @@ impl Lock {
         };
         let sent = Instant::now();
         let attempt = inner.deployment.acquire(&request).await?;
-        if let (Attempt::Held { fence, .. }, true) = (&attempt, enqueue) {
-            self.took_in_line(*fence);
+        if enqueue {
+            if let Attempt::Held { fence, .. }
+            | Attempt::Busy {
+                undone: Some(fence),
+                ..
+            } = &attempt
+            {
+                self.took_in_line(*fence);
+            }
         }
         if let Attempt::Held { fence, count } = attempt {
             let drift = inner.deployment.drift(lease);
@@ -742,18 +762,20 @@ impl InLine {
 impl Drop for InLine {
     fn drop(&mut self) {
         let lock = self.lock.clone();
-        self.lock
-            .client
-            .inner
-            .runtime()
-            .spawn(async move { lock.leave_line().await });
+        let inner = &self.lock.client.inner;
+        let cleanup = inner.waiters.cleanup(&lock.keys.lock, &lock.owner);
+        inner.runtime().spawn(async move {
+            lock.leave_line().await;
+            drop(cleanup);
+        });
     }
 }
 
 impl Lock {
-    /// This owner, in line, learnt that it holds the lock other than from its
-    /// handoff message, which may still be on its way: that message is then
-    /// stale, not a new grant.
+    /// This owner, in line, learnt of a grant to it other than from its
+    /// handoff message (it took it, or gave it back at once), which may still
+    /// be on its way or read already: that message is then stale, not a new
+    /// grant.
     fn took_in_line(&self, fence: u64) {
         let inner = &self.client.inner;
         inner
@@ -784,6 +806,8 @@ type AttemptFuture = Pin<Box<dyn Future<Output = Result<Attempt>> + Send>>;
 struct FinishOnDrop {
     fut: Option<AttemptFuture>,
     lock: Lock,
+    /// The attempt may put this owner in line.
+    enqueue: bool,
 }
 
 impl Future for FinishOnDrop {
@@ -801,11 +825,21 @@ impl Drop for FinishOnDrop {
     fn drop(&mut self) {
         if let Some(fut) = self.fut.take() {
             let lock = self.lock.clone();
-            self.lock.client.inner.runtime().spawn(async move {
-                if let Ok(Attempt::Held { .. }) = fut.await {
-                    tracing::debug!(lock = %lock.name, "acquired after cancellation; releasing");
-                    let _ = lock.release().await;
+            let inner = &self.lock.client.inner;
+            let cleanup = inner.waiters.cleanup(&lock.keys.lock, &lock.owner);
+            let enqueue = self.enqueue;
+            inner.runtime().spawn(async move {
+                match fut.await {
+                    Ok(Attempt::Held { .. }) => {
+                        tracing::debug!(lock = %lock.name, "acquired after cancellation; releasing");
+                        let _ = lock.release().await;
+                    }
+                    // Sent again after a lost reply, it may have put this
+                    // owner back in line after its wait left it.
+                    Ok(Attempt::Busy { .. }) if enqueue => lock.leave_line().await,
+                    _ => {}
                 }
+                drop(cleanup);
             });
         }
     }

@@ -14,7 +14,7 @@
 //! message, which goes to exactly that waiter, who then holds the lock
 //! without another round trip.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +29,9 @@ const SUBSCRIBE_WAIT: Duration = Duration::from_millis(1000);
 /// very first attempt (the line only counts subscribed clients), instead of
 /// leaving a gap in which the lock could be handed back to it.
 const FAIR_LINGER: Duration = Duration::from_secs(2);
+/// How many grants per channel `Channel::taken` remembers: a handoff message
+/// is read long before that many later grants.
+const TAKEN_KEPT: usize = 64;
 
 /// The waiters of one channel in one client.
 struct Channel {
@@ -39,9 +42,10 @@ struct Channel {
     /// Fair waiters by owner id: where a handoff's fencing token goes.
     handoffs: HashMap<String, watch::Sender<Option<u64>>>,
     /// Grants that waiters in line learnt of other than from their handoff
-    /// message (an attempt of their own, or leaving the line), by owner id:
-    /// that message may still come, and must not reach the owner's next wait.
-    taken: HashMap<String, u64>,
+    /// message (an attempt of their own, or leaving the line), as owner id
+    /// and token, newest last: that message may still come, and must not
+    /// reach the owner's next wait.
+    taken: VecDeque<(String, u64)>,
     /// Counts the times the channel went idle, so a delayed unsubscribe only
     /// acts on the idle spell that scheduled it.
     idle_spells: u64,
@@ -53,7 +57,19 @@ pub(crate) struct Waiters {
     /// One per feed task: asks it to bring a channel's subscription in line
     /// with the registry (subscribe when it has waiters, unsubscribe when not).
     feeds: Mutex<Vec<mpsc::UnboundedSender<String>>>,
+    /// Clean-ups of abandoned waits still running (leaving the line, an
+    /// attempt finishing in the background), counted by lock key and owner:
+    /// that owner's next acquisition of that lock starts once they are done,
+    /// so none of them acts on it (releasing what the new wait was handed,
+    /// or taking it out of line).
+    cleanups: Mutex<HashMap<(String, String), watch::Sender<usize>>>,
     runtime: tokio::runtime::Handle,
+}
+
+/// One running clean-up (see `Waiters::cleanups`); done when dropped.
+pub(crate) struct Cleanup {
+    waiters: Arc<Waiters>,
+    key: (String, String),
 }
 
 /// A waiter's membership of one channel; leaving is dropping it.
@@ -70,6 +86,7 @@ impl Waiters {
         Arc::new(Waiters {
             channels: Mutex::new(HashMap::new()),
             feeds: Mutex::new(Vec::new()),
+            cleanups: Mutex::new(HashMap::new()),
             runtime,
         })
     }
@@ -113,7 +130,7 @@ impl Waiters {
                     wake: Arc::new(Notify::new()),
                     confirmed: watch::channel(0).0,
                     handoffs: HashMap::new(),
-                    taken: HashMap::new(),
+                    taken: VecDeque::new(),
                     idle_spells: 0,
                 });
             entry.waiters += 1;
@@ -162,8 +179,8 @@ impl Waiters {
             c.wake.notify_one();
             return;
         };
-        if c.taken.get(owner) == Some(&fence) {
-            c.taken.remove(owner);
+        if let Some(i) = c.taken.iter().position(|(o, f)| o == owner && *f == fence) {
+            c.taken.remove(i);
             tracing::debug!(owner, fence, "stale handoff: that grant was taken already");
             return;
         }
@@ -176,11 +193,58 @@ impl Waiters {
         }
     }
 
-    /// `owner`, in line on `channel`, got the lock with token `fence` other
-    /// than from its handoff message (see `Channel::taken`).
+    /// `owner`, in line on `channel`, learnt of the grant with token `fence`
+    /// other than from its handoff message (see `Channel::taken`): it took
+    /// it, or gave it back at once. A handoff message of it that was read
+    /// already is forgotten too.
     pub(crate) fn took(&self, channel: &str, owner: &str, fence: u64) {
         if let Some(c) = self.channels.lock().unwrap().get_mut(channel) {
-            c.taken.insert(owner.to_owned(), fence);
+            if c.taken.len() == TAKEN_KEPT {
+                c.taken.pop_front();
+            }
+            c.taken.push_back((owner.to_owned(), fence));
+            if let Some(slot) = c.handoffs.get(owner) {
+                slot.send_if_modified(|f| {
+                    let heard = *f == Some(fence);
+                    if heard {
+                        *f = None;
+                    }
+                    heard
+                });
+            }
+        }
+    }
+
+    /// Counts a clean-up of `owner`'s abandoned wait on lock `key` until the
+    /// returned guard is dropped.
+    pub(crate) fn cleanup(self: &Arc<Self>, key: &str, owner: &str) -> Cleanup {
+        let key = (key.to_owned(), owner.to_owned());
+        self.cleanups
+            .lock()
+            .unwrap()
+            .entry(key.clone())
+            .or_insert_with(|| watch::channel(0).0)
+            .send_modify(|n| *n += 1);
+        Cleanup {
+            waiters: self.clone(),
+            key,
+        }
+    }
+
+    /// Returns once no clean-up of `owner`'s on lock `key` is running.
+    pub(crate) async fn cleaned_up(&self, key: &str, owner: &str) {
+        let running = {
+            let cleanups = self.cleanups.lock().unwrap();
+            if cleanups.is_empty() {
+                return;
+            }
+            cleanups
+                .get(&(key.to_owned(), owner.to_owned()))
+                .map(watch::Sender::subscribe)
+        };
+        if let Some(mut running) = running {
+            // Closed: the last one ended and took its entry away.
+            let _ = running.wait_for(|n| *n == 0).await;
         }
     }
 
@@ -206,7 +270,23 @@ impl Waiters {
     /// waiter per channel so each client re-checks.
     pub(crate) fn wake_all_channels(&self) {
         for c in self.channels.lock().unwrap().values() {
+            // Every waiter: a line entry of each may have been dropped while
+            // its client was not heard. One more wake is kept for a waiter
+            // busy with an attempt right now.
+            c.wake.notify_waiters();
             c.wake.notify_one();
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let mut cleanups = self.waiters.cleanups.lock().unwrap();
+        if let Some(running) = cleanups.get(&self.key) {
+            running.send_modify(|n| *n -= 1);
+            if *running.borrow() == 0 {
+                cleanups.remove(&self.key);
+            }
         }
     }
 }

@@ -353,3 +353,61 @@ async fn a_waiter_that_finds_others_in_line_joins_it_at_once() {
     );
     assert!(second.owned().await.unwrap());
 }
+
+#[tokio::test]
+async fn a_wait_abandoned_after_a_handoff_does_not_spoil_the_same_owners_next_wait() {
+    // One thread: the clean-up of the abandoned wait runs only when the test
+    // yields, so the next wait would win the race to Redis without the gate.
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .lock_with("gone", LockOptions::default().ttl(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let waiter = other.lock("gone").unwrap();
+    let mut waiting = Box::pin(waiter.acquire(Wait::Forever));
+    tokio::select! {
+        got = &mut waiting => panic!("acquired while held: {got:?}"),
+        _ = until_in_line(&redis, "gone", 1) => {}
+    }
+    // A release hands the lock to the waiter; its message is not read yet.
+    let mut c = redis.conn();
+    let fence: u64 = c.incr("rlock:{gone}:fence", 1).unwrap();
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg("rlock:{gone}")
+        .arg("owner")
+        .arg(waiter.owner())
+        .arg("count")
+        .arg(1)
+        .arg("fence")
+        .arg(fence)
+        .ignore()
+        .cmd("LPOP")
+        .arg("rlock:{gone}:queue")
+        .ignore()
+        .cmd("HDEL")
+        .arg("rlock:{gone}:leases")
+        .arg(waiter.owner())
+        .ignore()
+        .query(&mut c)
+        .unwrap();
+    // The caller gives up on that wait, and at once waits again.
+    drop(waiting);
+    let got = waiter
+        .acquire(Wait::For(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    // The abandoned wait's grant was passed on (by its clean-up) before
+    // this wait began: it holds a grant of its own, which nothing undoes.
+    assert!(
+        got.fencing_token > fence,
+        "{got:?} is the abandoned wait's grant, which its clean-up releases"
+    );
+    assert!(waiter.owned().await.unwrap());
+    let owner: Option<String> = c.hget("rlock:{gone}", "owner").unwrap();
+    let held: Option<u64> = c.hget("rlock:{gone}", "fence").unwrap();
+    assert_eq!(owner.as_deref(), Some(waiter.owner()));
+    assert_eq!(held, Some(got.fencing_token));
+}
