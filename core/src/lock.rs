@@ -430,7 +430,25 @@ impl Lock {
                     if let Some(line) = line.take() {
                         line.settled();
                     }
-                    return Ok(self.handed_over(fence));
+                    let acquired = self.handed_over(fence);
+                    if self.options.sync_replicas.is_none() {
+                        return Ok(acquired);
+                    }
+                    // The release wrote this grant, not this waiter: it counts
+                    // once k replicas acknowledge a write of this holder's.
+                    match self.extend(Some(self.options.first_lease())).await {
+                        Ok(()) => return Ok(acquired),
+                        Err(e) => {
+                            // Given back like an acquisition too few replicas
+                            // have (or gone already): wait on, after a pause.
+                            tracing::debug!(lock = %self.name, error = %e, "handoff not replicated");
+                            let _ = self.release().await;
+                            cause = Some(e.to_string());
+                            backoff = true;
+                            retry_in_ms = rand::random_range(5..=50);
+                            attempt_now = false;
+                        }
+                    }
                 }
                 _ = released => tracing::trace!(lock = %self.name, "woken by release"),
                 _ = tokio::time::sleep_until(until) => {}

@@ -451,3 +451,38 @@ async fn a_thousand_queued_waiters_of_one_client_send_nothing_while_idle() {
             .unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_counts_only_once_the_replicas_have_it() {
+    // No replica: nothing is ever acknowledged.
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .lock_with("synced", fair(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let waiter = other
+        .lock_with(
+            "synced",
+            fair(Duration::from_secs(2)).sync_replicas(Some(1)),
+        )
+        .unwrap();
+    let wait = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.acquire(Wait::For(Duration::from_secs(3))).await }
+    });
+    until_in_line(&holder, 1).await;
+    holder.release().await.unwrap();
+    let err = support::finished(wait, Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "timeout", "{err}");
+    assert!(err.to_string().contains("replicas"), "{err}");
+    assert_eq!(waiter.fencing_token(), None);
+    assert!(
+        !holder.locked().await.unwrap(),
+        "the handoff was given back"
+    );
+    assert_eq!(waiting(&holder).await, 0);
+}
