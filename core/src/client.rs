@@ -323,13 +323,13 @@ impl Client {
 }
 
 impl Inner {
-    /// Whether this client listens on `channel` already (a fair waiter may
+    /// Whether this client listens on `channel` already (a waiter may
     /// then join the line with its first attempt).
     pub(crate) fn listening(&self, channel: &str) -> bool {
         self.waiters.is_subscribed(channel)
     }
 
-    /// Joins a channel (a lock's release channel, or for a fair waiter its
+    /// Joins a channel (a lock's release channel, or for a waiter in line its
     /// waiter channel with its owner id), starting the feeds on first use.
     pub(crate) async fn join(
         &self,

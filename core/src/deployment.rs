@@ -141,7 +141,7 @@ impl Deployment {
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let lease_ms = req.lease.as_millis() as u64;
         if let Some(node) = self.only() {
-            // A fair waiter may have been handed the lock already, and a lost
+            // A waiter in line may have been handed the lock already, and a lost
             // holding may still stand: neither may count as a re-entry.
             let (reply, acked) = node
                 .acquire(req, req.enqueue || req.resume)

@@ -12,7 +12,7 @@ pub struct Keys {
     pub channel: String,
     /// `P:{NAME}:queue`: fair mode's waiting line (owner ids in arrival order).
     pub queue: String,
-    /// `P:{NAME}:leases`: the lease each fair waiter asked for.
+    /// `P:{NAME}:leases`: the lease each waiter in line asked for.
     pub leases: String,
     /// `P:{NAME}:w:`: prefix of the waiter channels, one per client id; a fair
     /// waiter is alive while its client is subscribed to its channel.

@@ -470,7 +470,7 @@ impl Lock {
         }
     }
 
-    /// A release handed this fair waiter the lock: it holds it now, from the
+    /// A release handed this waiter in line the lock: it holds it now, from the
     /// message alone (the lease started just before the message was sent).
     fn handed_over(&self, fence: u64) -> Acquired {
         let inner = &self.client.inner;
@@ -757,7 +757,7 @@ impl Line {
 /// (the message travels after the release script set the lease).
 const HANDOFF_MARGIN: Duration = Duration::from_millis(5);
 
-/// A fair waiter's place in line. Leaving (a timeout, or a cancelled wait
+/// A waiter's place in line. Leaving (a timeout, or a cancelled wait
 /// when dropped) takes the entry out, and passes the lock on if a release
 /// handed it over meanwhile, so no handoff is ever stranded.
 struct InLine {

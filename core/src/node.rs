@@ -281,7 +281,7 @@ impl Node {
         }
     }
 
-    /// How scripts count a channel's subscribers (a fair waiter's liveness):
+    /// How scripts count a channel's subscribers (a waiter in line's liveness):
     /// sharded channels on a Cluster.
     fn numsub_command(&self) -> &'static str {
         match self.route {

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, watch, Notify};
 /// How long a joining waiter waits for the SUBSCRIBE confirmations before it
 /// relies on its lease-bounded sleep alone (Redis may be down).
 const SUBSCRIBE_WAIT: Duration = Duration::from_millis(1000);
-/// How long a fair waiter channel stays subscribed after its last waiter
+/// How long a waiter channel stays subscribed after its last waiter
 /// left: a holder that loops acquire/release joins the line again with its
 /// very first attempt (the line only counts subscribed clients), instead of
 /// leaving a gap in which the lock could be handed back to it.
@@ -77,7 +77,7 @@ pub(crate) struct Ticket {
     waiters: Arc<Waiters>,
     channel: String,
     wake: Arc<Notify>,
-    /// A fair waiter's owner id and where its handoff arrives.
+    /// Waiters in line: the owner id and where its handoff arrives.
     handoff: Option<(String, watch::Receiver<Option<u64>>)>,
 }
 
@@ -169,7 +169,7 @@ impl Waiters {
     /// A message arrived on `channel`. A release wakes one of its waiters
     /// (when none is asleep right now, the wake is kept for the next one to
     /// sleep, so a waiter busy with an attempt does not miss it); a handoff
-    /// (`handoff <fence> <owner>`) goes to the fair waiter it names.
+    /// (`handoff <fence> <owner>`) goes to the waiter in line it names.
     pub(crate) fn deliver(&self, channel: &str, payload: &[u8]) {
         let mut channels = self.channels.lock().unwrap();
         let Some(c) = channels.get_mut(channel) else {
@@ -305,7 +305,7 @@ impl Ticket {
         self.wake.notified().await
     }
 
-    /// A fair waiter: resolves with the fencing token when a release handed
+    /// A waiter in line: resolves with the fencing token when a release handed
     /// it the lock (never resolves for a waiter that is not fair).
     pub(crate) async fn handed(&self) -> u64 {
         match &self.handoff {
