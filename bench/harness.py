@@ -721,9 +721,10 @@ def write_report(r: Dict[str, Any], path: str) -> None:
         "for about twice as long as replies take, instead of sleeping in epoll; Node's JS thread "
         "does the same for up to 0.5 ms per operation (one round trip), and past that whenever "
         "its event loop would otherwise sleep (the runtime's background thread drives while JS "
-        "is busy). The last row is the bare "
-        "two-command cycle over redis-rs from the same kind of runtime: the whole difference "
-        "between the core and the floor, from one thread.")
+        "is busy). The last two rows are the bare "
+        "two-command cycle over redis-rs from the same kind of runtime, asleep and awake for "
+        "its replies as the faces are: the whole difference between the core and the floor, "
+        "from one thread.")
     add("")
     add("| runtime | µs per cycle |")
     add("| --- | --- |")

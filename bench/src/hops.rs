@@ -61,7 +61,13 @@ impl Way {
 
     fn cycle(&self) -> Result<()> {
         if let Some((conn, sha)) = &self.floor {
-            return self.run(crate::worker::floor_cycle(conn.clone(), sha, "hops:floor"));
+            let conn = conn.clone();
+            return match self.mode {
+                Mode::Awake => {
+                    self.run(crate::worker::floor_cycle_counted(conn, sha, "hops:floor"))
+                }
+                _ => self.run(crate::worker::floor_cycle(conn, sha, "hops:floor")),
+            };
         }
         let lock = self.lock.as_ref().ok_or("not connected")?;
         if self.mode == Mode::Sliced {
@@ -126,15 +132,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             current()?,
             Mode::Plain,
         ),
+        Way::new(
+            "redis-rs bare cycle (no core), the caller drives, awake for replies",
+            current()?,
+            Mode::Awake,
+        ),
     ];
     if let Some(only) = args.get(3) {
         for way in &mut ways {
             way.skip = !way.name.contains(only.as_str());
         }
     }
-    let bare = ways.len() - 1;
+    let bare = ways.len() - 2;
     for (i, way) in ways.iter_mut().enumerate() {
-        if i == bare {
+        if i >= bare {
             way.floor = Some(way.run(crate::worker::floor_connection(url))?);
         } else {
             let client = way.run(Client::connect(url))?;

@@ -67,6 +67,19 @@ pub(crate) async fn floor_cycle(mut conn: ConnectionManager, sha: &str, key: &st
     floor_release(&mut conn, sha, key).await
 }
 
+/// The floor cycle with each request counted in flight, as the core counts
+/// its own (`rlock_core::spin`): run awake, its caller polls for the replies.
+pub(crate) async fn floor_cycle_counted(
+    mut conn: ConnectionManager,
+    sha: &str,
+    key: &str,
+) -> Result<()> {
+    if !rlock_core::spin::awaited(floor_acquire(&mut conn, key)).await? {
+        return Err("floor: the key was taken".into());
+    }
+    rlock_core::spin::awaited(floor_release(&mut conn, sha, key)).await
+}
+
 async fn floor_acquire(conn: &mut ConnectionManager, key: &str) -> Result<bool> {
     let set: Option<String> = redis::cmd("SET")
         .arg(key)

@@ -46,8 +46,9 @@ impl Drop for Request {
 }
 
 /// Awaits `reply`, the answer to a request sent as it is first polled,
-/// counted in flight meanwhile.
-pub(crate) async fn awaited<T>(reply: impl Future<Output = T>) -> T {
+/// counted in flight meanwhile (public for benchmarks of other clients run
+/// the same way).
+pub async fn awaited<T>(reply: impl Future<Output = T>) -> T {
     let _in_flight = Request::sent();
     reply.await
 }
