@@ -283,8 +283,11 @@ impl Lock {
         // One Redis deployment keeps a waiting line (Redlock has none). Fair
         // waiters join it at once; the others once they have waited
         // `queue_after`, or as soon as they hear that others stand in it.
-        let waiter_channel =
-            (!inner.deployment.is_redlock()).then(|| self.keys.waiter_channel(&inner.id));
+        let keeps_line = !inner.deployment.is_redlock();
+        // Named here only when this client listens on some channel already:
+        // the uncontended path builds no string for it.
+        let waiter_channel = (keeps_line && !wait.is_once() && inner.waiters.listens_at_all())
+            .then(|| self.keys.waiter_channel(&inner.id));
         // None: never (a span too long to count).
         let starving_at = start.checked_add(if fair {
             Duration::ZERO
@@ -295,10 +298,9 @@ impl Lock {
         // (another waiter, or one that just left the line) joins the line
         // with its very first attempt: a looping holder cannot slip in
         // between.
-        let in_line_now = !wait.is_once()
-            && waiter_channel
-                .as_deref()
-                .is_some_and(|c| inner.listening(c));
+        let in_line_now = waiter_channel
+            .as_deref()
+            .is_some_and(|c| inner.listening(c));
         let mut line = None;
         if let (true, Some(channel)) = (in_line_now, &waiter_channel) {
             line = Some(self.join_line(channel, deadline).await);
@@ -326,6 +328,8 @@ impl Lock {
             }
             return Err(self.timeout(cause));
         }
+        let waiter_channel =
+            waiter_channel.or_else(|| keeps_line.then(|| self.keys.waiter_channel(&inner.id)));
         // Subscribe before the next attempt, so a release that lands between
         // that attempt and the sleep still wakes this waiter. A waiter in
         // line listens on its client's waiter channel, and only then joins

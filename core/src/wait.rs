@@ -253,6 +253,11 @@ impl Waiters {
         self.channels.lock().unwrap().keys().cloned().collect()
     }
 
+    /// Whether any channel has waiters (or lingers after them).
+    pub(crate) fn listens_at_all(&self) -> bool {
+        !self.channels.lock().unwrap().is_empty()
+    }
+
     pub(crate) fn has_waiters(&self, channel: &str) -> bool {
         self.channels.lock().unwrap().contains_key(channel)
     }

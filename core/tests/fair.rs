@@ -271,35 +271,7 @@ async fn a_lost_handoff_message_is_recovered_by_the_waiters_own_check_and_grants
         async move { waiter.acquire(Wait::For(Duration::from_secs(20))).await }
     });
     until_in_line(&holder, 1).await;
-    // Hand the lock over the way release.lua does, but without the message.
-    let mut c = redis.conn();
-    let fence: u64 = c.incr("rlock:{quiet}:fence", 1).unwrap();
-    let _: () = redis::pipe()
-        .cmd("DEL")
-        .arg("rlock:{quiet}")
-        .ignore()
-        .cmd("HSET")
-        .arg("rlock:{quiet}")
-        .arg("owner")
-        .arg(&owner)
-        .arg("count")
-        .arg(1)
-        .arg("fence")
-        .arg(fence)
-        .ignore()
-        .cmd("PEXPIRE")
-        .arg("rlock:{quiet}")
-        .arg(30_000)
-        .ignore()
-        .cmd("LPOP")
-        .arg("rlock:{quiet}:queue")
-        .ignore()
-        .cmd("HDEL")
-        .arg("rlock:{quiet}:leases")
-        .arg(&owner)
-        .ignore()
-        .query(&mut c)
-        .unwrap();
+    let fence = redis.hand_over_silently("quiet", &owner);
     let got = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
         .unwrap()
@@ -324,7 +296,8 @@ async fn a_lost_handoff_message_is_recovered_by_the_waiters_own_check_and_grants
     });
     until_in_line(&holder, 1).await;
     let channel = format!("rlock:{{quiet}}:w:{}", other.id());
-    let heard: i64 = c
+    let heard: i64 = redis
+        .conn()
         .publish(&channel, format!("handoff {fence} {owner}"))
         .unwrap();
     assert_eq!(heard, 1);

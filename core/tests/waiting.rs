@@ -372,27 +372,7 @@ async fn a_wait_abandoned_after_a_handoff_does_not_spoil_the_same_owners_next_wa
         _ = until_in_line(&redis, "gone", 1) => {}
     }
     // A release hands the lock to the waiter; its message is not read yet.
-    let mut c = redis.conn();
-    let fence: u64 = c.incr("rlock:{gone}:fence", 1).unwrap();
-    let _: () = redis::pipe()
-        .cmd("HSET")
-        .arg("rlock:{gone}")
-        .arg("owner")
-        .arg(waiter.owner())
-        .arg("count")
-        .arg(1)
-        .arg("fence")
-        .arg(fence)
-        .ignore()
-        .cmd("LPOP")
-        .arg("rlock:{gone}:queue")
-        .ignore()
-        .cmd("HDEL")
-        .arg("rlock:{gone}:leases")
-        .arg(waiter.owner())
-        .ignore()
-        .query(&mut c)
-        .unwrap();
+    let fence = redis.hand_over_silently("gone", waiter.owner());
     // The caller gives up on that wait, and at once waits again.
     drop(waiting);
     let got = waiter
@@ -406,6 +386,7 @@ async fn a_wait_abandoned_after_a_handoff_does_not_spoil_the_same_owners_next_wa
         "{got:?} is the abandoned wait's grant, which its clean-up releases"
     );
     assert!(waiter.owned().await.unwrap());
+    let mut c = redis.conn();
     let owner: Option<String> = c.hget("rlock:{gone}", "owner").unwrap();
     let held: Option<u64> = c.hget("rlock:{gone}", "fence").unwrap();
     assert_eq!(owner.as_deref(), Some(waiter.owner()));

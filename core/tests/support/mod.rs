@@ -221,6 +221,45 @@ impl RedisServer {
             .unwrap();
     }
 
+    /// Hands lock `name` (prefix `rlock`) to `owner`, first in its line, the
+    /// way release.lua does but without the handoff message (as if that were
+    /// lost or not read yet); returns the new fencing token.
+    pub fn hand_over_silently(&self, name: &str, owner: &str) -> u64 {
+        let key = format!("rlock:{{{name}}}");
+        let mut c = self.conn();
+        let fence: u64 = redis::cmd("INCR")
+            .arg(format!("{key}:fence"))
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::pipe()
+            .cmd("DEL")
+            .arg(&key)
+            .ignore()
+            .cmd("HSET")
+            .arg(&key)
+            .arg("owner")
+            .arg(owner)
+            .arg("count")
+            .arg(1)
+            .arg("fence")
+            .arg(fence)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(30_000)
+            .ignore()
+            .cmd("LPOP")
+            .arg(format!("{key}:queue"))
+            .ignore()
+            .cmd("HDEL")
+            .arg(format!("{key}:leases"))
+            .arg(owner)
+            .ignore()
+            .query(&mut c)
+            .unwrap();
+        fence
+    }
+
     /// How many connections are subscribed to `channel`.
     pub fn subscribers(&self, channel: &str) -> i64 {
         let (_, n): (Vec<u8>, i64) = redis::cmd("PUBSUB")
