@@ -9,6 +9,9 @@
 //   rlock            redis-rlock (this project's release addon, from $RLOCK_NODE); rlock-fair: in fair mode
 //   redlock          node-redlock (the version npm serves), over ioredis
 //   redis-semaphore  redis-semaphore's Mutex (RedlockMutex over several URLs), over ioredis
+//   rlock-replay     ioredis sending the very two commands redis-rlock sends for a cycle
+//                    (captured with MONITOR): the server's work of redis-rlock's cycle at
+//                    the client cost of ioredis, a bound for S1 (one server only)
 //
 // Timestamps are process.hrtime.bigint(): CLOCK_MONOTONIC, as in the Python
 // and Rust workers.
@@ -57,6 +60,18 @@ async function make(name, key, ttlMs, { wait = false } = {}) {
       const lock = (await rlockClient()).lock(key, { ttlMs, ...(name === 'rlock-fair' ? { fair: true } : {}) })
       return { acquire: () => lock.acquire().then(() => true), release: () => lock.release() }
     }
+    case 'rlock-replay': {
+      // Captured once per key: later blocks send nothing but the cycle.
+      cache[`replay:${key}`] ??= await captureCycle(key, ttlMs)
+      const [acquire, release] = cache[`replay:${key}`]
+      const r = ioredis()
+      return {
+        acquire: async () => (await r.call(...acquire))[0] === 1,
+        release: async () => {
+          if ((await r.call(...release)) !== 0) throw new Error('rlock-replay: the release was refused')
+        },
+      }
+    }
     case 'redlock': {
       const Redlock = require('redlock')
       // retryCount -1: wait until acquired, as every other contender does.
@@ -83,6 +98,38 @@ async function make(name, key, ttlMs, { wait = false } = {}) {
     default:
       throw new Error(`unknown contender ${name}`)
   }
+}
+
+// The two commands (the acquire and release script calls) that redis-rlock
+// sends for one uncontended cycle on `key`, as MONITOR saw them.
+async function captureCycle(key, ttlMs) {
+  const lock = (await rlockClient()).lock(key, { ttlMs })
+  // A first cycle loads the scripts, so the captured ones go out as EVALSHA.
+  await lock.acquire()
+  await lock.release()
+  const monitor = await ioredis().monitor()
+  const seen = []
+  const done = new Promise((resolve) =>
+    monitor.on('monitor', (_time, args, source) => {
+      if (source !== 'lua' && /^evalsha$/i.test(args[0]) && args.includes(`rlock:{${key}}`)) {
+        seen.push(args)
+        if (seen.length === 2) resolve()
+      }
+    }),
+  )
+  await lock.acquire()
+  await lock.release()
+  let timer
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`rlock-replay: saw ${seen.length} of the cycle's 2 commands`)), 5000)
+  })
+  try {
+    await Promise.race([done, timeout])
+  } finally {
+    clearTimeout(timer)
+    monitor.disconnect()
+  }
+  return seen
 }
 
 // `n` uncontended cycles; with `pair`, that contender's cycles alternate with
