@@ -19,6 +19,10 @@
 --         queued 1 when waiters stand in line, whose handoffs send no
 --         release message: a waiter that hears it joins the line too)
 local owner = ARGV[1]
+-- Neither a lock nor a line: the common case, answered by one read.
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+  return {1, take(KEYS[1], KEYS[2], owner, ARGV[2]), 1}
+end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   -- Free, but a live waiter may be first in line (the last lease ran out

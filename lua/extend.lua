@@ -1,13 +1,13 @@
 -- extend: reset the lease of a lock this owner holds.
--- (holding.lua is prepended: not_held_by.)
+-- (holding.lua is prepended: held_count.)
 -- KEYS[1] lock hash  P:{NAME}
 -- ARGV[1] owner id
 -- ARGV[2] new lease in milliseconds
 -- returns 1 when extended,
 --         -1 when the lock is gone (its lease ended),
 --         -2 when someone else holds it (never touched)
-local refused = not_held_by(KEYS[1], ARGV[1])
-if refused then
+local held, refused = held_count(KEYS[1], ARGV[1])
+if not held then
   return refused
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -2,16 +2,21 @@
 -- the holder (prepended to release.lua and extend.lua when the core loads
 -- them; it does nothing on its own).
 
--- nil when `owner` holds the lock at `key`; otherwise -1 when the lock is gone
--- (its lease ended), -2 when someone else holds it (a key of another type, say
--- a plain SET NX lock of older code, counts as someone else's).
-local function not_held_by(key, owner)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then
-    return -1
+-- The re-entry count of `owner`'s holding of the lock at `key`; or nil and
+-- why not: -1 when the lock is gone (its lease ended), -2 when someone else
+-- holds it (a key of another type, say a plain SET NX lock of older code,
+-- counts as someone else's). One read answers the common case: HMGET fails
+-- only on a key that is no hash, which pcall turns into that refusal.
+local function held_count(key, owner)
+  local got = redis.pcall('HMGET', key, 'owner', 'count')
+  if got['err'] then
+    return nil, -2
   end
-  if kind ~= 'hash' or redis.call('HGET', key, 'owner') ~= owner then
-    return -2
+  if got[1] == owner then
+    return tonumber(got[2]) or 1
   end
-  return nil
+  if not got[1] and redis.call('EXISTS', key) == 0 then
+    return nil, -1
+  end
+  return nil, -2
 end

@@ -1,7 +1,7 @@
 -- release: undo one acquisition by this owner. The last one hands the lock
 -- straight to the first live waiter in line (fair mode) and tells it on its
 -- waiter channel, or frees the lock and announces it to all waiters.
--- (holding.lua and queue.lua are prepended: not_held_by, queue_head,
+-- (holding.lua and queue.lua are prepended: held_count, queue_head,
 -- queue_pop, take.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] release channel  P:{NAME}:released
@@ -17,15 +17,16 @@
 -- returns the re-entry count left (0: the lock was handed over or freed),
 --         -1 when the lock is gone (its lease ended),
 --         -2 when someone else holds it (never touched)
-local refused = not_held_by(KEYS[1], ARGV[1])
-if refused then
+local count, refused = held_count(KEYS[1], ARGV[1])
+if not count then
   return refused
 end
-local count = redis.call('HINCRBY', KEYS[1], 'count', -1)
-if count > 0 then
+if count > 1 then
+  count = redis.call('HINCRBY', KEYS[1], 'count', -1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return count
 end
+-- The last acquisition: the holding ends here (a handoff writes a new one).
 local head = queue_head(KEYS[4], KEYS[5], ARGV[4], ARGV[5])
 if head then
   local lease = redis.call('HGET', KEYS[5], head)

@@ -119,6 +119,7 @@ const LOCKER_RULES: &[&str] = &[
     "+eval",
     "+subscribe",
     "+unsubscribe",
+    "+exists",
     "+type",
     "+hget",
     "+hmget",
