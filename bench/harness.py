@@ -937,6 +937,23 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
             "cores for 8 processes and Redis. Fair mode hands each release to the head of the "
             f"line from the start (one attempt per handoff): longest waits {fair} "
             "(rows marked fair mode).")
+        stalls = []
+        for t in missed:
+            if t["scenario"] != "S2" or "longest" not in t["target"]:
+                continue
+            lang = next(k for k, v in LANGS.items() if f"({v})" in t["target"])
+            blocks = r["s2_blocks"][f"{lang}/rlock"]
+            worst = max(blocks, key=lambda b: b["longest_wait_ms"])
+            others = [b["longest_wait_ms"] for b in blocks if b is not worst]
+            stalls.append(
+                f"{LANGS[lang]}: {worst['longest_wait_ms']:.0f} ms in round {worst['round'] + 1}, "
+                f"where the lock also sat free for up to {max(worst['cross_gaps_ms']):.0f} ms "
+                "between one holder's release and the next one's acquire (p99 of every block: "
+                f"{s2s[f'{lang}/rlock']['gap_p99']:.2f} ms)"
+                + (f"; the other blocks' longest waits {min(others):.0f}–{max(others):.0f} ms"
+                   if others else ""))
+        if stalls:
+            out[-1] += " The blocks behind the longest waits: " + "; ".join(stalls) + "."
     fair_missed = [t for t in missed if t["scenario"] == "S2 fair"]
     if fair_missed:
         out.append(
