@@ -5,11 +5,15 @@
 -- The re-entry count of `owner`'s holding of the lock at `key`; or nil and
 -- why not: -1 when the lock is gone (its lease ended), -2 when someone else
 -- holds it (a key of another type, say a plain SET NX lock of older code,
--- counts as someone else's). One read answers the common case: HMGET fails
--- only on a key that is no hash, which pcall turns into that refusal.
+-- counts as someone else's). One read answers the common case; HMGET on a
+-- key that is no hash fails with WRONGTYPE, which means that refusal, and
+-- any other failure (an ACL without HMGET, say) is the script's error.
 local function held_count(key, owner)
   local got = redis.pcall('HMGET', key, 'owner', 'count')
   if got['err'] then
+    if string.sub(got['err'], 1, 9) ~= 'WRONGTYPE' then
+      error(got)
+    end
     return nil, -2
   end
   if got[1] == owner then

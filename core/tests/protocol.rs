@@ -97,55 +97,93 @@ fn script(files: &[&str]) -> redis::Script {
     redis::Script::new(&source)
 }
 
+/// `release.lua` and `extend.lua` for owner `me:1` of lock `name`, sent as
+/// another client would send them.
+fn release_and_extend(c: &mut redis::Connection, name: &str) -> redis::RedisResult<(i64, i64)> {
+    let key = format!("rlock:{{{name}}}");
+    let released: i64 = script(&["holding.lua", "queue.lua", "release.lua"])
+        .key(&key)
+        .key(format!("{key}:released"))
+        .key(format!("{key}:fence"))
+        .key(format!("{key}:queue"))
+        .key(format!("{key}:leases"))
+        .arg("me:1")
+        .arg(30_000)
+        .arg("PUBLISH")
+        .arg(format!("{key}:w:"))
+        .arg("NUMSUB")
+        .invoke(c)?;
+    let extended: i64 = script(&["holding.lua", "extend.lua"])
+        .key(&key)
+        .arg("me:1")
+        .arg(30_000)
+        .invoke(c)?;
+    Ok((released, extended))
+}
+
 #[test]
 fn the_owner_checked_scripts_answer_gone_or_someone_elses_and_touch_nothing() {
     let redis = RedisServer::start();
     let mut c = redis.conn();
-    let release = script(&["holding.lua", "queue.lua", "release.lua"]);
-    let extend = script(&["holding.lua", "extend.lua"]);
-    let answers = |c: &mut redis::Connection, name: &str| -> (i64, i64) {
-        let key = format!("rlock:{{{name}}}");
-        let released: i64 = release
-            .key(&key)
-            .key(format!("{key}:released"))
-            .key(format!("{key}:fence"))
-            .key(format!("{key}:queue"))
-            .key(format!("{key}:leases"))
-            .arg("me:1")
-            .arg(30_000)
-            .arg("PUBLISH")
-            .arg(format!("{key}:w:"))
-            .arg("NUMSUB")
-            .invoke(c)
-            .unwrap();
-        let extended: i64 = extend.key(&key).arg("me:1").arg(30_000).invoke(c).unwrap();
-        (released, extended)
-    };
-    assert_eq!(answers(&mut c, "gone"), (-1, -1), "no key: gone");
+    let answers = |name: &str| release_and_extend(&mut redis.conn(), name).unwrap();
+    let published_before = redis.calls("publish");
+    assert_eq!(answers("gone"), (-1, -1), "no key: gone");
+    let gone: bool = c.exists("rlock:{gone}").unwrap();
+    assert!(!gone, "a gone lock stays gone");
 
     let _: () = c.set("rlock:{legacy}", "token").unwrap();
-    assert_eq!(answers(&mut c, "legacy"), (-2, -2), "a plain SET NX lock");
+    assert_eq!(answers("legacy"), (-2, -2), "a plain SET NX lock");
     let kept: String = c.get("rlock:{legacy}").unwrap();
     assert_eq!(kept, "token");
 
     let _: () = c
-        .hset_multiple("rlock:{theirs}", &[("owner", "them:1"), ("count", "1")])
+        .hset_multiple("rlock:{theirs}", &[("owner", "them:1"), ("count", "2")])
         .unwrap();
-    assert_eq!(answers(&mut c, "theirs"), (-2, -2), "another owner's");
+    assert_eq!(answers("theirs"), (-2, -2), "another owner's");
     let _: () = c.hset("rlock:{foreign}", "field", "value").unwrap();
-    assert_eq!(
-        answers(&mut c, "foreign"),
-        (-2, -2),
-        "a hash without an owner"
-    );
-    let owner: String = c.hget("rlock:{theirs}", "owner").unwrap();
+    assert_eq!(answers("foreign"), (-2, -2), "a hash without an owner");
+    let theirs: (String, u32) = redis::cmd("HMGET")
+        .arg("rlock:{theirs}")
+        .arg("owner")
+        .arg("count")
+        .query(&mut c)
+        .unwrap();
     let field: String = c.hget("rlock:{foreign}", "field").unwrap();
-    assert_eq!((owner.as_str(), field.as_str()), ("them:1", "value"));
+    assert_eq!(theirs, ("them:1".to_owned(), 2), "their holding unchanged");
+    assert_eq!(field, "value");
     let ttls: (i64, i64) = (
         c.pttl("rlock:{theirs}").unwrap(),
         c.pttl("rlock:{foreign}").unwrap(),
     );
     assert_eq!(ttls, (-1, -1), "no lease was set on keys that are not ours");
+    assert_eq!(
+        redis.calls("publish"),
+        published_before,
+        "nothing announced"
+    );
+}
+
+#[test]
+fn a_failure_other_than_a_wrong_type_is_an_error_not_someone_elses_lock() {
+    let redis = RedisServer::start();
+    let _: () = redis::cmd("HSET")
+        .arg("rlock:{mine}")
+        .arg("owner")
+        .arg("me:1")
+        .arg("count")
+        .arg(1)
+        .query(&mut redis.conn())
+        .unwrap();
+    // A user allowed everything but the read the owner check makes.
+    redis.add_user("nohmget", "pw", &["~*", "&*", "+@all", "-hmget"]);
+    let mut c = redis::Client::open(redis.url_as("nohmget", "pw"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let err = release_and_extend(&mut c, "mine").unwrap_err();
+    assert!(err.to_string().contains("can't run this command"), "{err}");
+    let held: String = redis.conn().hget("rlock:{mine}", "owner").unwrap();
+    assert_eq!(held, "me:1", "the lock was left alone");
 }
 
 #[tokio::test]
@@ -156,10 +194,12 @@ async fn an_uncontended_cycle_runs_eight_commands_inside_its_scripts() {
     lock.acquire(Wait::Once).await.unwrap();
     lock.release().await.unwrap();
 
-    let info = || -> u64 {
+    // One connection for both readings: connecting sends commands of its own.
+    let mut c = redis.conn();
+    let mut info = || -> u64 {
         let stats: String = redis::cmd("INFO")
             .arg("commandstats")
-            .query(&mut redis.conn())
+            .query(&mut c)
             .unwrap();
         stats
             .lines()
