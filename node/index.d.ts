@@ -30,6 +30,12 @@ export interface LockOptions {
    * several independent masters. Default false.
    */
   fair?: boolean
+  /**
+   * When not fair: how long a waiter competes for releases before it takes a
+   * place in that line, from where releases are handed over in turn. 0 joins
+   * at once. Default 10. Redlock keeps no line.
+   */
+  queueAfterMs?: number
 }
 
 export interface UsingOptions extends LockOptions {

@@ -174,11 +174,21 @@ class Client {
     const timeoutMs = optionalNumber(opts, 'timeoutMs')
     const maxHoldMs = optionalNumber(opts, 'maxHoldMs')
     const syncReplicas = optionalNumber(opts, 'syncReplicas')
+    const queueAfterMs = optionalNumber(opts, 'queueAfterMs')
     const autoRenew = opts.autoRenew ?? true
     expect(typeof autoRenew === 'boolean', 'autoRenew', 'a boolean', autoRenew)
     const fair = opts.fair ?? false
     expect(typeof fair === 'boolean', 'fair', 'a boolean', fair)
-    const nativeLock = this.#native.lock(name, ttlMs, autoRenew, maxHoldMs, timeoutMs, syncReplicas, fair)
+    const nativeLock = this.#native.lock(
+      name,
+      ttlMs,
+      autoRenew,
+      maxHoldMs,
+      timeoutMs,
+      syncReplicas,
+      fair,
+      queueAfterMs,
+    )
     return new Lock(CONSTRUCT, nativeLock, name)
   }
 

@@ -40,6 +40,10 @@ pub struct ExecArgs {
     /// to the next waiter in line by each release. Not with several --url.
     #[arg(long)]
     fair: bool,
+    /// When not fair: seconds a waiter competes for releases before it takes
+    /// a place in that line (0: at once) [default: 0.01].
+    #[arg(long, value_name = "SECS")]
+    queue_after: Option<f64>,
     /// Seconds between SIGTERM and SIGKILL when the lease is lost.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     grace: f64,
@@ -56,7 +60,10 @@ pub async fn run(args: ExecArgs) -> u8 {
         if let Some(k) = args.sync_replicas {
             rlock_core::validate::replicas(k)?;
         }
-        let o = o.sync_replicas(args.sync_replicas).fair(args.fair);
+        let o = o
+            .sync_replicas(args.sync_replicas)
+            .fair(args.fair)
+            .queue_after_in(args.queue_after, Unit::Seconds)?;
         let wait = Wait::parse(!args.no_wait, args.timeout, Unit::Seconds)?;
         let grace = rlock_core::validate::span("grace", args.grace, Unit::Seconds)?;
         rlock_core::validate::name(&args.name)?;

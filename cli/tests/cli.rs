@@ -163,6 +163,45 @@ async fn a_busy_lock_exits_75_and_runs_nothing() {
 }
 
 #[tokio::test]
+async fn queue_after_decides_whether_a_waiting_command_takes_a_place_in_line() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    client
+        .lock("held")
+        .unwrap()
+        .acquire(Wait::Once)
+        .await
+        .unwrap();
+    // The default (10 ms) would join the line within these 0.3 s waits.
+    let waiting = |queue_after: &'static str| {
+        [
+            "exec",
+            "--queue-after",
+            queue_after,
+            "--timeout",
+            "0.3",
+            "held",
+            "--",
+            "true",
+        ]
+    };
+    let out = run(&redis, &waiting("600")).await;
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert_eq!(
+        redis.calls("rpush"),
+        0,
+        "took a place in line with 600 s to go"
+    );
+    let out = run(&redis, &waiting("0")).await;
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert_eq!(
+        redis.calls("rpush"),
+        1,
+        "--queue-after 0 never took a place in line"
+    );
+}
+
+#[tokio::test]
 async fn a_lost_lease_stops_the_command_with_sigterm_and_exits_70() {
     let redis = RedisServer::start();
     let cmd = trapping("lost", "got-term");
@@ -293,7 +332,7 @@ fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
     let over_a_year = (400 * 24 * 3600).to_string();
     let long_prefix = "p".repeat(257);
     let mut rows = Vec::new();
-    let numbers: [(&str, Vec<&str>); 4] = [
+    let numbers: [(&str, Vec<&str>); 5] = [
         (
             "--ttl",
             vec![
@@ -325,6 +364,10 @@ fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
             ],
         ),
         ("--grace", vec!["=-1", "nan", "inf", "1e400", "", "abc"]),
+        (
+            "--queue-after",
+            vec!["=-1", "nan", "inf", "1e400", "", "abc", &over_a_year],
+        ),
         ("--sync-replicas", vec!["0", "101", "=-1", "1.5", "abc"]),
     ];
     for (flag, values) in numbers {

@@ -89,6 +89,15 @@ impl LockOptions {
         self
     }
 
+    /// `queue_after` from a face's raw number (seconds or milliseconds),
+    /// checked: 0 (queue at once) up to a year. None keeps the default.
+    pub fn queue_after_in(self, wait: Option<f64>, unit: Unit) -> Result<Self> {
+        match wait {
+            None => Ok(self),
+            Some(w) => Ok(self.queue_after(validate::span(unit.arg("queue_after"), w, unit)?)),
+        }
+    }
+
     /// Options from a face's raw numbers (seconds or milliseconds), checked.
     pub fn parse(
         ttl: Option<f64>,
@@ -875,6 +884,7 @@ impl Unit {
             (Unit::Millis, "ttl") => "ttlMs",
             (Unit::Millis, "max_hold") => "maxHoldMs",
             (Unit::Millis, "timeout") => "timeoutMs",
+            (Unit::Millis, "queue_after") => "queueAfterMs",
             (Unit::Millis, n) => n,
         }
     }

@@ -53,6 +53,34 @@ async fn every_bad_argument_is_refused_before_any_io() {
             "timeout {timeout}"
         );
     }
+    for queue_after in [-0.001, f64::NAN, f64::INFINITY, 400.0 * 24.0 * 3600.0] {
+        let options = LockOptions::default();
+        assert!(
+            is_invalid(
+                options
+                    .clone()
+                    .queue_after_in(Some(queue_after), Unit::Seconds)
+            ),
+            "queue_after {queue_after}"
+        );
+        let err = options
+            .queue_after_in(Some(queue_after * 1000.0), Unit::Millis)
+            .unwrap_err();
+        assert!(err.to_string().contains("queueAfterMs"), "{err}");
+    }
+    let options = LockOptions::default();
+    assert_eq!(
+        options.clone().queue_after_in(None, Unit::Seconds).unwrap(),
+        options,
+        "unset: the default"
+    );
+    assert_eq!(
+        options
+            .queue_after_in(Some(250.0), Unit::Millis)
+            .unwrap()
+            .queue_after,
+        Duration::from_millis(250)
+    );
     assert_eq!(
         Wait::parse(true, None, Unit::Seconds).unwrap(),
         Wait::Forever

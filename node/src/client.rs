@@ -61,6 +61,7 @@ impl NativeClient {
         timeout_ms: Option<f64>,
         sync_replicas: Option<f64>,
         fair: bool,
+        queue_after_ms: Option<f64>,
     ) -> napi::Result<NativeLock> {
         self.make_lock(
             &name,
@@ -70,6 +71,7 @@ impl NativeClient {
             timeout_ms,
             sync_replicas,
             fair,
+            queue_after_ms,
         )
         .map_err(|f| self.errors.to_js(env, f))
     }
@@ -84,6 +86,7 @@ impl NativeClient {
         timeout_ms: Option<f64>,
         sync_replicas: Option<f64>,
         fair: bool,
+        queue_after_ms: Option<f64>,
     ) -> Result<NativeLock, Failure> {
         let replicas = sync_replicas
             .map(replica_count)
@@ -92,7 +95,9 @@ impl NativeClient {
         let options = LockOptions::parse(ttl_ms, auto_renew, max_hold_ms, Unit::Millis)
             .map_err(Failure::OutOfRange)?
             .sync_replicas(replicas)
-            .fair(fair);
+            .fair(fair)
+            .queue_after_in(queue_after_ms, Unit::Millis)
+            .map_err(Failure::OutOfRange)?;
         let wait = Wait::parse(true, timeout_ms, Unit::Millis).map_err(Failure::OutOfRange)?;
         let lock = self.inner.lock_with(name, options)?;
         Ok(NativeLock::new(lock, wait, self.errors.clone()))

@@ -380,6 +380,7 @@ class Client(_ClientBase):
         max_hold: Optional[float] = None,
         sync_replicas: Optional[int] = None,
         fair: bool = False,
+        queue_after: Optional[float] = None,
     ) -> Lock:
         """A lock on ``name``.
 
@@ -392,9 +393,11 @@ class Client(_ClientBase):
         undone and retried, so a wait that ends that way is a timeout.
         fair: waiters queue in Redis and each release hands the lock to the
         next one in line (first come, first served; nobody barges in).
+        queue_after: when not fair, seconds a waiter competes for releases
+        before it takes a place in that line (None: 0.01; 0: at once).
         """
         spec = _native.LockSpec(
-            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair
+            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair, queue_after
         )
         return Lock(self._native.lock(spec))
 
@@ -426,10 +429,11 @@ class AsyncClient(_ClientBase):
         max_hold: Optional[float] = None,
         sync_replicas: Optional[int] = None,
         fair: bool = False,
+        queue_after: Optional[float] = None,
     ) -> AsyncLock:
         """A lock on ``name``; the arguments are those of Client.lock()."""
         spec = _native.LockSpec(
-            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair
+            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair, queue_after
         )
         return AsyncLock(self._native.lock(spec))
 
@@ -471,6 +475,7 @@ def lock(
     max_hold: Optional[float] = None,
     sync_replicas: Optional[int] = None,
     fair: bool = False,
+    queue_after: Optional[float] = None,
 ) -> Lock:
     """A lock from the default client (``$REDIS_URL``, else
     ``redis://127.0.0.1:6379``, created on first use); arguments as Client.lock()."""
@@ -483,6 +488,7 @@ def lock(
         max_hold=max_hold,
         sync_replicas=sync_replicas,
         fair=fair,
+        queue_after=queue_after,
     )
 
 
@@ -499,11 +505,12 @@ def synchronized(
     max_hold: Optional[float] = None,
     sync_replicas: Optional[int] = None,
     fair: bool = False,
+    queue_after: Optional[float] = None,
 ) -> Callable[[_F], _F]:
     """Runs each call of the decorated function (sync or async) under the lock
     ``name`` of the default client; arguments as Client.lock(), checked here."""
     spec = _native.LockSpec(
-        name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair
+        name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair, queue_after
     )
 
     def decorate(fn: _F) -> _F:

@@ -34,6 +34,7 @@ class LockSpec:
         max_hold: Optional[float] = None,
         sync_replicas: Optional[int] = None,
         fair: bool = False,
+        queue_after: Optional[float] = None,
     ) -> None: ...
 
 class Acquisition:
@@ -56,6 +57,8 @@ class Lock:
     def sync_replicas(self) -> Optional[int]: ...
     @property
     def fair(self) -> bool: ...
+    @property
+    def queue_after(self) -> float: ...
     def acquire(
         self, unit: str, blocking: Optional[bool] = None, timeout: Optional[float] = None
     ) -> bool: ...

@@ -58,7 +58,7 @@ pub struct LockSpec {
 #[pymethods]
 impl LockSpec {
     #[new]
-    #[pyo3(signature = (name, ttl=Seconds(30.0), timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false))]
+    #[pyo3(signature = (name, ttl=Seconds(30.0), timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false, queue_after=None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each
     fn new(
         py: Python<'_>,
@@ -70,6 +70,7 @@ impl LockSpec {
         max_hold: Option<Seconds>,
         sync_replicas: Option<i64>,
         fair: bool,
+        queue_after: Option<Seconds>,
     ) -> PyResult<Self> {
         let (ttl, timeout, max_hold) = (ttl.0, secs(timeout), secs(max_hold));
         let parse = || -> rlock_core::Result<Self> {
@@ -78,7 +79,8 @@ impl LockSpec {
             Ok(LockSpec {
                 options: LockOptions::parse(Some(ttl), auto_renew, max_hold, Unit::Seconds)?
                     .sync_replicas(replicas)
-                    .fair(fair),
+                    .fair(fair)
+                    .queue_after_in(secs(queue_after), Unit::Seconds)?,
                 wait: Wait::parse(blocking, timeout, Unit::Seconds)?,
                 name,
                 ttl,
@@ -279,6 +281,11 @@ impl Lock {
     #[getter]
     fn fair(&self) -> bool {
         self.spec.options.fair
+    }
+
+    #[getter]
+    fn queue_after(&self) -> f64 {
+        self.spec.options.queue_after.as_secs_f64()
     }
 
     /// True when acquired, False when the wait ended without the lock.

@@ -59,3 +59,24 @@ test('a timed-out fair wait leaves no entry', async () => {
 test('fair must be a boolean', () => {
   assert.throws(() => env.client.lock('x', { fair: 'yes' }), { code: 'ERR_INVALID_ARG', name: 'TypeError' })
 })
+
+/** How many times any waiter has taken a place in any line (RPUSH). */
+const linesJoined = async () => {
+  const stats = await env.redis.cli('INFO', 'commandstats')
+  return Number(stats.match(/cmdstat_rpush:calls=(\d+)/)?.[1] ?? 0)
+}
+
+test('queueAfterMs decides whether a default waiter takes a place in line', async () => {
+  const holder = env.client.lock('queue-after')
+  await holder.acquire()
+  const before = await linesJoined()
+  // The default (10 ms) would join the line within these 300 ms waits.
+  const late = await env.client.lock('queue-after', { queueAfterMs: 600000, timeoutMs: 300 }).acquire().catch((e) => e)
+  assert.equal(late.code, 'ERR_LOCK_TIMEOUT')
+  assert.equal(await linesJoined(), before, 'took a place in line with 600 s to go')
+  const now = await env.client.lock('queue-after', { queueAfterMs: 0, timeoutMs: 300 }).acquire().catch((e) => e)
+  assert.equal(now.code, 'ERR_LOCK_TIMEOUT')
+  assert.equal(await linesJoined(), before + 1, 'queueAfterMs 0 never took a place in line')
+  assert.equal(await inLine('queue-after'), 0, 'the waiter that gave up left the line')
+  await holder.release()
+})

@@ -83,6 +83,7 @@ function* matrix() {
   const lockOptions = [
     ...LEASES.map(([v, e]) => ['ttlMs', v, e]),
     ...WAITS.map(([v, e]) => ['timeoutMs', v, e]),
+    ...WAITS.map(([v, e]) => ['queueAfterMs', v, e]),
     ...LEASES.filter(([v]) => v !== null).map(([v, e]) => ['maxHoldMs', v, e]),
     ...NOT_BOOLS.map(([v, e]) => ['autoRenew', v, e]),
   ]

@@ -101,3 +101,27 @@ def test_a_cancelled_task_leaves_no_entry_and_no_lock(
         assert not server.redis.exists(lock_key(name))
 
     asyncio.run(asyncio.wait_for(main(), timeout=30))
+
+
+def lines_joined(server: RedisServer) -> int:
+    """How many times any waiter has taken a place in any line (RPUSH)."""
+    stats = server.redis.info("commandstats").get("cmdstat_rpush", {})
+    return int(stats.get("calls", 0))
+
+
+def test_queue_after_decides_whether_a_default_waiter_takes_a_place_in_line(
+    client: rlock.Client, server: RedisServer, name: str
+) -> None:
+    # Another client's: this thread's locks of the same client would re-enter.
+    other = rlock.Client(server.url)
+    holder = other.lock(name)
+    assert holder.acquire()
+    before = lines_joined(server)
+    # The default (0.01 s) would join the line within these 0.3 s waits.
+    assert not client.lock(name, queue_after=600, timeout=0.3).acquire()
+    assert lines_joined(server) == before, "took a place in line with 600 s to go"
+    assert not client.lock(name, queue_after=0, timeout=0.3).acquire()
+    assert lines_joined(server) == before + 1, "queue_after=0 never took a place in line"
+    assert in_line(server, name) == 0, "the waiter that gave up left the line"
+    holder.release()
+    other.close()

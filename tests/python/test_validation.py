@@ -46,6 +46,7 @@ OPTIONS = (
     [("ttl", v, e) for v, e in LEASES]
     + [("max_hold", v, e) for v, e in LEASES]
     + [("timeout", v, e) for v, e in WAITS]
+    + [("queue_after", v, e) for v, e in WAITS]
     + [(k, v, e) for k in ("blocking", "auto_renew") for v, e in NOT_BOOLS + [(None, TypeError)]]
 )
 NAMES: Bad = [

@@ -22,7 +22,8 @@ export async function usage(): Promise<number> {
   const tls: Client = await Client.connect('rediss://db:6380', { tlsCa: '-----BEGIN CERTIFICATE-----' })
   const tlsBytes: Client = await Client.connect('rediss://db:6380', { tlsCa: new Uint8Array(0) })
   const replicated: Lock = redlock.lock('x', { syncReplicas: 1 })
-  void [cluster, tls, tlsBytes, replicated]
+  const queued: Lock = client.lock('x', { queueAfterMs: 0 })
+  void [cluster, tls, tlsBytes, replicated, queued]
 
   const options: LockOptions = { ttlMs: 10_000, timeoutMs: 3_000, autoRenew: true, maxHoldMs: 60_000 }
   const lock: Lock = client.lock('product:1001', options)
@@ -72,6 +73,8 @@ export async function usage(): Promise<number> {
   client.lock('x', { ttl: 1000 })
   // @ts-expect-error syncReplicas is a number of replicas
   client.lock('x', { syncReplicas: true })
+  // @ts-expect-error queueAfterMs is a number of milliseconds
+  client.lock('x', { queueAfterMs: '10' })
   // @ts-expect-error cluster is a boolean
   await Client.connect(seeds, { cluster: 'yes' })
   // @ts-expect-error URLs are strings
