@@ -56,8 +56,14 @@ pub fn span(arg: &str, value: f64, unit: Unit) -> Result<Duration> {
         )));
     }
     if value.is_infinite() {
+        // Only a timeout has "forever" for its unset value.
+        let hint = if arg.starts_with("timeout") {
+            " (leave it unset to wait forever)"
+        } else {
+            ""
+        };
         return Err(Error::invalid(format!(
-            "{arg} must be finite (leave it unset to wait forever), got {value}"
+            "{arg} must be finite{hint}, got {value}"
         )));
     }
     bounded(arg, value, unit)
@@ -163,6 +169,16 @@ mod tests {
         for bad in [-0.1, f64::NAN, f64::INFINITY, 1e300] {
             assert!(span("timeout", bad, Unit::Seconds).is_err(), "{bad}");
         }
+        let timeout = span("timeoutMs", f64::INFINITY, Unit::Millis).unwrap_err();
+        assert!(
+            timeout.to_string().contains("unset to wait forever"),
+            "{timeout}"
+        );
+        let queue_after = span("queue_after", f64::INFINITY, Unit::Seconds).unwrap_err();
+        assert!(
+            !queue_after.to_string().contains("forever"),
+            "{queue_after}"
+        );
     }
 
     #[test]
