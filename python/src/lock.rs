@@ -283,11 +283,6 @@ impl Lock {
         self.spec.options.fair
     }
 
-    #[getter]
-    fn queue_after(&self) -> f64 {
-        self.spec.options.queue_after.as_secs_f64()
-    }
-
     /// True when acquired, False when the wait ended without the lock.
     #[pyo3(signature = (unit, blocking=None, timeout=None))]
     fn acquire(
