@@ -35,32 +35,36 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
-        let port = free_port();
-        let mut args = vec!["--port".to_owned(), port.to_string()];
-        args.extend(extra.iter().map(|a| a.to_string()));
-        Self::launch(port, args, |_| None)
+        let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        Self::launch(
+            |port| [vec!["--port".to_owned(), port.to_string()], extra.clone()].concat(),
+            |_| None,
+        )
     }
 
     /// Starts a server that speaks TLS only (`rediss://`), with a certificate
     /// for 127.0.0.1 and localhost signed by a CA made for it with `openssl`
     /// (see [`tls_ca_pem`](Self::tls_ca_pem)); clients need no certificate.
     pub fn start_tls() -> Self {
-        let port = free_port();
-        let args = [
-            "--port",
-            "0",
-            "--tls-port",
-            &port.to_string(),
-            "--tls-cert-file",
-            "server.crt",
-            "--tls-key-file",
-            "server.key",
-            "--tls-ca-cert-file",
-            "ca.crt",
-            "--tls-auth-clients",
-            "no",
-        ];
-        Self::launch(port, args.map(String::from).to_vec(), |dir| {
+        let args = |port: u16| {
+            [
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--tls-cert-file",
+                "server.crt",
+                "--tls-key-file",
+                "server.key",
+                "--tls-ca-cert-file",
+                "ca.crt",
+                "--tls-auth-clients",
+                "no",
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        Self::launch(args, |dir| {
             make_certificates(dir);
             Some(std::fs::read(dir.join("ca.crt")).unwrap())
         })
@@ -70,15 +74,21 @@ impl RedisServer {
     /// refuse keys of different slots (CROSSSLOT), and it answers
     /// [`keyslot`](Self::keyslot).
     pub fn start_cluster_node() -> Self {
-        let bus = free_port().to_string();
-        let server = Self::start_with(&[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-port",
-            &bus,
-        ]);
+        let args = |port: u16| {
+            [
+                "--port",
+                &port.to_string(),
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                &free_port().to_string(),
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let server = Self::launch(args, |_| None);
         let mut conn = server.conn();
         let _: () = redis::cmd("CLUSTER")
             .arg("ADDSLOTSRANGE")
@@ -100,29 +110,49 @@ impl RedisServer {
         }
     }
 
-    /// Starts `redis-server` on `port` with `args`, in a fresh directory that
-    /// `prepare` may fill first (certificates); it returns the CA to trust.
+    /// Starts `redis-server` with `args(port)` on a free port, in a fresh
+    /// directory that `prepare` may fill first (certificates); it returns the
+    /// CA to trust.
     fn launch(
-        port: u16,
-        args: Vec<String>,
+        args: impl Fn(u16) -> Vec<String>,
         prepare: impl FnOnce(&std::path::Path) -> Option<Vec<u8>>,
     ) -> Self {
         let dir =
             std::env::temp_dir().join(format!("rlock-test-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&dir).unwrap();
         let tls_ca = prepare(&dir);
+        let port = free_port();
         let mut server = RedisServer {
             port,
             child: None,
             dir,
-            args,
+            args: args(port),
             tls_ca,
         };
-        server.spawn();
-        server
+        // Tests start servers in parallel: a port found free can be bound by
+        // another test's server first, and redis-server then exits. It starts
+        // again on other ports.
+        for _ in 0..5 {
+            if server.try_spawn() {
+                return server;
+            }
+            server.port = free_port();
+            server.args = args(server.port);
+        }
+        panic!("redis-server found its ports taken 5 times in a row");
     }
 
     fn spawn(&mut self) {
+        assert!(
+            self.try_spawn(),
+            "redis-server exited at start on port {}",
+            self.port
+        );
+    }
+
+    /// Starts the server and waits until it answers; false when it exited
+    /// first (its port was taken).
+    fn try_spawn(&mut self) -> bool {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -137,8 +167,18 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if self.answers() {
-                return;
+            // Whoever answers, it is this server only while this one runs.
+            let answered = self.answers();
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| c.try_wait().is_ok_and(|status| status.is_some()));
+            if exited {
+                self.child = None;
+                return false;
+            }
+            if answered {
+                return true;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
