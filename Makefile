@@ -71,3 +71,16 @@ demo: python-package node-package rust-programs
 ## The benchmark against the other lock libraries (not part of `test`): writes bench/RESULTS.md.
 bench:
 	bench/run
+
+.PHONY: soak soak-network soak-memory
+## Long runs (not part of `test`): thousands of network-fault schedules and a million-acquisition
+## memory soak; each prints its figures and fails on any violation.
+soak: soak-network soak-memory
+
+soak-network: python-package node-package rust-programs
+	scripts/ensure-redis
+	@echo "soak-network: not written yet" && false
+
+soak-memory: python-package node-package rust-programs
+	scripts/ensure-redis
+	@echo "soak-memory: not written yet" && false

@@ -479,7 +479,9 @@ impl Lock {
             .await;
         Line {
             ticket,
-            spot: InLine { lock: self.clone() },
+            spot: InLine {
+                lock: Some(self.clone()),
+            },
         }
     }
 
@@ -774,28 +776,34 @@ const HANDOFF_MARGIN: Duration = Duration::from_millis(5);
 /// when dropped) takes the entry out, and passes the lock on if a release
 /// handed it over meanwhile, so no handoff is ever stranded.
 struct InLine {
-    lock: Lock,
+    /// None once settled or left: nothing is left for `drop` to do. (Taken
+    /// out rather than `mem::forget`-ing the place: a forgotten `Lock` would
+    /// keep its owner id and its whole client alive for ever.)
+    lock: Option<Lock>,
 }
 
 impl InLine {
     /// The waiter got the lock: its entry is gone already.
-    fn settled(self) {
-        std::mem::forget(self);
+    fn settled(mut self) {
+        self.lock = None;
     }
 
-    async fn leave(self) {
-        let lock = self.lock.clone();
-        std::mem::forget(self);
-        lock.leave_line().await;
+    async fn leave(mut self) {
+        if let Some(lock) = self.lock.take() {
+            lock.leave_line().await;
+        }
     }
 }
 
 impl Drop for InLine {
     fn drop(&mut self) {
-        let lock = self.lock.clone();
-        let inner = &self.lock.client.inner;
+        let Some(lock) = self.lock.take() else {
+            return;
+        };
+        let inner = &lock.client.inner;
         let cleanup = inner.waiters.cleanup(&lock.keys.lock, &lock.owner);
-        inner.runtime().spawn(async move {
+        let runtime = inner.runtime().clone();
+        runtime.spawn(async move {
             lock.leave_line().await;
             drop(cleanup);
         });
