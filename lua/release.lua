@@ -1,8 +1,8 @@
 -- release: undo one acquisition by this owner. The last one hands the lock
--- straight to the first live waiter in line (fair mode) and tells it on its
--- waiter channel, or frees the lock and announces it to all waiters.
+-- straight to the first live waiter in line and tells it on its waiter
+-- channel, or frees the lock and announces it to all waiters.
 -- (holding.lua and queue.lua are prepended: held_count, queue_head,
--- queue_pop, take.)
+-- queue_pop, next_fence, take.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] release channel  P:{NAME}:released
 -- KEYS[3] fence counter  P:{NAME}:fence
@@ -14,12 +14,28 @@
 -- ARGV[3] publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4] waiter channel prefix P:{NAME}:w:
 -- ARGV[5] NUMSUB, or SHARDNUMSUB on Redis Cluster
--- returns the re-entry count left (0: the lock was handed over or freed),
+-- ARGV[6] the re-entry count this owner believes it holds before this
+--         request, sent as is on every send of one request: a count below
+--         it means this release was applied already (its reply was lost),
+--         and it is answered again, not applied twice. "-1": unknown.
+-- ARGV[7] the fencing token of the holding to release; "0": whichever
+--         holding this owner has (a grant to a waiter that left is passed on
+--         with its token, so no later holding of that owner is touched)
+-- returns the re-entry count left (0: the lock was handed over or freed, by
+--           this request or, when it is sent again, by its first send),
 --         -1 when the lock is gone (its lease ended),
 --         -2 when someone else holds it (never touched)
-local count, refused = held_count(KEYS[1], ARGV[1])
+local count, refused, previous = held_count(KEYS[1], ARGV[1], ARGV[7])
 if not count then
+  if previous and ARGV[7] ~= '0' and previous == ARGV[1] .. ':' .. ARGV[7] then
+    -- This very release handed the lock over already (it is sent again).
+    return 0
+  end
   return refused
+end
+local before = tonumber(ARGV[6]) or -1
+if before > 0 and count < before then
+  return count
 end
 if count > 1 then
   count = redis.call('HINCRBY', KEYS[1], 'count', -1)
@@ -27,14 +43,18 @@ if count > 1 then
   return count
 end
 -- The last acquisition: the holding ends here (a handoff writes a new one).
-local head = queue_head(KEYS[4], KEYS[5], ARGV[4], ARGV[5])
+-- Everything a handoff needs is read before its first write.
+local head, lease = queue_head(KEYS[4], KEYS[5], ARGV[4], ARGV[5])
 if head then
-  local lease = redis.call('HGET', KEYS[5], head)
-  queue_pop(KEYS[4], KEYS[5], head)
-  local fence = take(KEYS[1], KEYS[3], head, lease)
-  local client = string.match(head, '^[^:]*')
-  redis.call(ARGV[3], ARGV[4] .. client, 'handoff ' .. fence .. ' ' .. head)
-  return 0
+  local fence = next_fence(KEYS[3])
+  if fence then
+    local previous = ARGV[1] .. ':' .. tostring(redis.call('HGET', KEYS[1], 'fence'))
+    queue_pop(KEYS[4], KEYS[5], head)
+    take(KEYS[1], head, fence, lease, previous)
+    local client = string.match(head, '^[^:]*')
+    redis.call(ARGV[3], ARGV[4] .. client, string.format('handoff %d %s', fence, head))
+    return 0
+  end
 end
 redis.call('DEL', KEYS[1])
 redis.call(ARGV[3], KEYS[2], 'released')

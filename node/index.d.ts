@@ -70,7 +70,11 @@ export declare class Client {
     options: UsingOptions | undefined,
     fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>,
   ): Promise<T>
-  /** Stops renewing and closes the connections; held locks expire with their lease. */
+  /**
+   * Releases the locks still held (best effort, within 2 s; they count as lost
+   * and their `signal` aborts), ends waits in progress, stops renewing and closes
+   * the connections. Every later operation rejects with `ClientClosedError`.
+   */
   close(): Promise<void>
 }
 
@@ -101,7 +105,12 @@ export declare class Lock implements AsyncDisposable {
 
 /** Base of the lock errors below. */
 export declare class LockError extends Error {
-  readonly code: 'ERR_LOCK_TIMEOUT' | 'ERR_LOCK_NOT_OWNED' | 'ERR_LOCK_LOST' | 'ERR_LOCK_CONNECTION'
+  readonly code:
+    | 'ERR_LOCK_TIMEOUT'
+    | 'ERR_LOCK_NOT_OWNED'
+    | 'ERR_LOCK_LOST'
+    | 'ERR_LOCK_CONNECTION'
+    | 'ERR_LOCK_CLIENT_CLOSED'
 }
 
 export declare class LockTimeoutError extends LockError {
@@ -121,4 +130,9 @@ export declare class LockLostError extends LockError {
 
 export declare class LockConnectionError extends LockError {
   readonly code: 'ERR_LOCK_CONNECTION'
+}
+
+/** The client was closed: every later operation of it or its locks rejects with this. */
+export declare class ClientClosedError extends LockError {
+  readonly code: 'ERR_LOCK_CLIENT_CLOSED'
 }

@@ -52,6 +52,13 @@ class LockConnectionError extends LockError {
   }
 }
 
+/** The client was closed: every later operation of it or its locks rejects with this. */
+class ClientClosedError extends LockError {
+  constructor(message) {
+    super(message, 'ERR_LOCK_CLIENT_CLOSED')
+  }
+}
+
 function invalidArg(ErrorClass, message) {
   const err = new ErrorClass(message)
   err.code = 'ERR_INVALID_ARG'
@@ -73,6 +80,8 @@ function makeError(category, message, reason) {
       return new LockLostError(message, reason ?? undefined)
     case 'connection':
       return new LockConnectionError(message)
+    case 'closed':
+      return new ClientClosedError(message)
     case 'bad input':
       return invalidArg(TypeError, message)
     case 'out of range':
@@ -219,13 +228,16 @@ class Client {
   }
 
   /**
-   * Stops renewing and closes the client's connections. Locks still held are
-   * not released: they expire with their lease.
+   * Closes the client: locks still held are released (best effort: one Redis
+   * does not release within 2 s expires with its lease) and count as lost
+   * (their `signal` aborts), waits in progress reject, renewals stop, the
+   * connections close, and every later operation of the client or its locks
+   * rejects with `ClientClosedError`. Resolves once the releases are done;
+   * closing again does nothing more.
    */
   close() {
     try {
-      this.#native.close()
-      return Promise.resolve()
+      return this.#native.close()
     } catch (err) {
       return Promise.reject(err)
     }
@@ -367,4 +379,5 @@ module.exports = {
   LockNotOwnedError,
   LockLostError,
   LockConnectionError,
+  ClientClosedError,
 }

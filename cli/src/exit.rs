@@ -32,7 +32,8 @@ Exit status:
 pub fn for_error(e: &Error) -> u8 {
     match e {
         Error::Timeout { .. } => NOT_ACQUIRED,
-        Error::Connection(_) => UNAVAILABLE,
+        // `rlock` closes its client only on its way out.
+        Error::Connection(_) | Error::Closed => UNAVAILABLE,
         Error::InvalidArgument(_) => USAGE,
         Error::NotOwned { .. } | Error::Lost { .. } => LOST,
     }

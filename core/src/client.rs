@@ -1,21 +1,28 @@
 //! Connecting to Redis: configuration, the deployment (one server, a Sentinel
 //! group, a Cluster, or Redlock over several masters), the release-message
-//! feeds (started on the first wait), and the renewal loop.
+//! feeds (started on the first wait), the renewal loop, and closing: the one
+//! place that decides what `close()` means for every face.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::deployment::Deployment;
-use crate::error::{Error, Result};
+use crate::deployment::{AcquireRequest, Attempt, Deployment, ReleaseOf};
+use crate::error::{Error, NotOwnedReason, Result};
+use crate::keys::Keys;
 use crate::lock::{Lock, LockOptions};
 use crate::node::{manager_config, Endpoint, Node};
+use crate::scripts::LockState;
+use crate::turns::Turns;
 use crate::validate;
 use crate::wait::{Ticket, Waiters};
-use crate::watchdog::{self, Holdings};
+use crate::watchdog::{self, Given, Holdings};
 
 /// The URL used when none is given and `REDIS_URL` is unset.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -87,7 +94,7 @@ pub struct Client {
 }
 
 pub(crate) struct Inner {
-    pub(crate) deployment: Arc<Deployment>,
+    pub(crate) deployment: Connections,
     pub(crate) prefix: String,
     /// Random per client (uuid v4 from the OS CSPRNG): the first half of every
     /// owner id, so owners of different clients never collide.
@@ -98,9 +105,13 @@ pub(crate) struct Inner {
     runtime: tokio::runtime::Handle,
     pub(crate) holdings: Arc<Holdings>,
     pub(crate) waiters: Arc<Waiters>,
+    /// One request at a time per owner and lock (see `turns.rs`).
+    pub(crate) turns: Turns,
     feeds_started: Once,
     next_handle: AtomicU64,
     shutdown: watch::Sender<bool>,
+    /// Turns true once a `close()` has given back what was held.
+    closed: Arc<watch::Sender<bool>>,
 }
 
 /// Resolves once the client is closed or dropped: background tasks stop then.
@@ -248,6 +259,7 @@ impl Client {
         };
         let deployment = Arc::new(Deployment::new(nodes, secrets, options.node_timeout));
         let (shutdown, _) = watch::channel(false);
+        let redlock = deployment.is_redlock();
         let inner = Arc::new(Inner {
             prefix: options.prefix,
             id: uuid::Uuid::new_v4().to_string(),
@@ -256,10 +268,15 @@ impl Client {
             runtime: tokio::runtime::Handle::current(),
             holdings: Arc::new(Holdings::default()),
             waiters: Waiters::new(tokio::runtime::Handle::current()),
+            turns: Turns::default(),
             feeds_started: Once::new(),
             next_handle: AtomicU64::new(1),
             shutdown,
-            deployment: deployment.clone(),
+            closed: Arc::new(watch::channel(false).0),
+            deployment: Connections {
+                open: Mutex::new(Some(deployment.clone())),
+                redlock,
+            },
         });
         inner.runtime.spawn(watchdog::run(
             inner.holdings.clone(),
@@ -315,12 +332,199 @@ impl Client {
         self.inner.deployment.is_redlock()
     }
 
-    /// Stops the renewal loop and the pub/sub connections. Locks still held
-    /// are not released: they expire with their lease.
-    pub fn close(&self) {
-        self.inner.shutdown.send_replace(true);
+    /// Closes the client: from this call on, every operation of the client
+    /// and of its locks fails with [`Error::Closed`], and every lock still
+    /// held counts as lost ([`LostReason::Closed`](crate::LostReason::Closed),
+    /// its holder told at once). The renewal loop and the pub/sub feeds stop,
+    /// waits in progress end with `Error::Closed`, and each held lock is
+    /// released (every re-entry of it), best effort: one that Redis does not
+    /// release within 2 s expires with its lease. The connections close once
+    /// those releases are answered.
+    ///
+    /// Everything but the releases happens before this returns; the returned
+    /// future resolves when they are done (dropping it lets them finish in the
+    /// background). Closing again does nothing more.
+    pub fn close(&self) -> Closing {
+        let inner = &self.inner;
+        let mut done = inner.closed.subscribe();
+        if let Some(deployment) = inner.deployment.close() {
+            let held = inner.holdings.close();
+            inner.shutdown.send_replace(true);
+            // Sleeping waiters attempt again, and hear that the client is closed.
+            inner.waiters.wake_all_channels();
+            let closed = inner.closed.clone();
+            inner.runtime.spawn(async move {
+                let releases = held.iter().map(|given| give_back(&deployment, given));
+                let all = futures_util::future::join_all(releases);
+                if tokio::time::timeout(CLOSE_RELEASES_WITHIN, all)
+                    .await
+                    .is_err()
+                {
+                    tracing::debug!(
+                        "close: Redis did not answer every release; those leases run out"
+                    );
+                }
+                // The last handle on the connections but for requests still in
+                // flight, which end with their reply.
+                drop(deployment);
+                closed.send_replace(true);
+            });
+        }
+        Closing(Box::pin(async move {
+            // Err: the client is gone, and its releases went with the runtime.
+            let _ = done.wait_for(|done| *done).await;
+        }))
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.deployment.current().is_err()
     }
 }
+
+/// How long `close()` waits for Redis to answer its releases: a process that
+/// shuts down must not hang on an unreachable server, and a lease that is not
+/// released runs out in Redis anyway.
+pub(crate) const CLOSE_RELEASES_WITHIN: Duration = Duration::from_secs(2);
+
+/// Releases every re-entry of one holding on a closing client.
+async fn give_back(deployment: &Deployment, given: &Given) {
+    let lease_ms = given.lease.as_millis() as u64;
+    for left in (1..=given.count).rev() {
+        let of = ReleaseOf {
+            before: i64::from(left),
+            fence: given.fence,
+            last_valid_until: None,
+        };
+        match deployment
+            .release(&given.keys, &given.owner, lease_ms, of)
+            .await
+        {
+            Ok(Ok(0)) => return,
+            Ok(Ok(_)) => {}
+            // Not this owner's any more (or Redis failed): nothing to give back.
+            Ok(Err(_)) | Err(_) => return,
+        }
+    }
+}
+
+/// The future of a [`Client::close`]: resolves once the client's locks are
+/// given back (or the wait for Redis to answer ran out).
+pub struct Closing(Pin<Box<dyn Future<Output = ()> + Send>>);
+
+impl Future for Closing {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Closing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Closing")
+    }
+}
+
+/// The client's way to its deployment, open until `close()`: every request of
+/// a lock goes through here, so a closed client refuses them all with
+/// [`Error::Closed`] before any I/O, and dropping the deployment here (with
+/// the background tasks' handles) closes its connections.
+pub(crate) struct Connections {
+    open: Mutex<Option<Arc<Deployment>>>,
+    redlock: bool,
+}
+
+impl Connections {
+    fn current(&self) -> Result<Arc<Deployment>> {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.clone().ok_or(Error::Closed)
+    }
+
+    /// Shuts the way; the deployment to close, the first time only.
+    fn close(&self) -> Option<Arc<Deployment>> {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    pub(crate) fn is_redlock(&self) -> bool {
+        self.redlock
+    }
+
+    /// See [`Deployment::drift`]. On a closed client every holding is lost
+    /// already, so no lease is timed any more.
+    pub(crate) fn drift(&self, lease: Duration) -> Duration {
+        self.current().map_or(Duration::ZERO, |d| d.drift(lease))
+    }
+
+    /// An acquisition granted while the client closed is given back at once:
+    /// nothing would renew or release it.
+    pub(crate) fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> Request<'a, Attempt> {
+        Box::pin(async move {
+            let deployment = self.current()?;
+            let attempt = deployment.acquire(req).await?;
+            if self.current().is_err() {
+                if let Attempt::Held { .. } = attempt {
+                    let lease_ms = req.lease.as_millis() as u64;
+                    let _ = deployment
+                        .release(req.keys, req.owner, lease_ms, ReleaseOf::ANY)
+                        .await;
+                }
+                return Err(Error::Closed);
+            }
+            Ok(attempt)
+        })
+    }
+
+    pub(crate) fn release<'a>(
+        &'a self,
+        keys: &'a Keys,
+        owner: &'a str,
+        lease_ms: u64,
+        of: ReleaseOf,
+    ) -> Request<'a, std::result::Result<u32, NotOwnedReason>> {
+        Box::pin(async move {
+            let deployment = self.current()?;
+            deployment.release(keys, owner, lease_ms, of).await
+        })
+    }
+
+    pub(crate) fn extend<'a>(
+        &'a self,
+        keys: &'a Keys,
+        owner: &'a str,
+        lease_ms: u64,
+        replicas: Option<u32>,
+        fence: u64,
+    ) -> Request<'a, std::result::Result<u32, NotOwnedReason>> {
+        Box::pin(async move {
+            let deployment = self.current()?;
+            deployment
+                .extend(keys, owner, lease_ms, replicas, fence)
+                .await
+        })
+    }
+
+    pub(crate) fn dequeue<'a>(
+        &'a self,
+        keys: &'a Keys,
+        owner: &'a str,
+    ) -> Request<'a, Option<u64>> {
+        Box::pin(async move { self.current()?.dequeue(keys, owner).await })
+    }
+
+    pub(crate) fn inspect<'a>(&'a self, keys: &'a Keys) -> Request<'a, LockState> {
+        Box::pin(async move { self.current()?.inspect(keys).await })
+    }
+}
+
+/// A request through [`Connections`]. Boxed as a `dyn Future + Send`, so a
+/// caller proves `Send` of its own future without walking the whole exchange
+/// with Redis again (spawning a lock operation otherwise overflows the
+/// compiler's recursion limit).
+pub(crate) type Request<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
 impl Inner {
     /// Whether this client listens on `channel` already (a waiter may
@@ -337,8 +541,15 @@ impl Inner {
         fair_owner: Option<&str>,
         deadline: Option<tokio::time::Instant>,
     ) -> Ticket {
+        let Ok(deployment) = self.deployment.current() else {
+            // Closed: no feed will confirm; the waiter's next attempt fails.
+            return self
+                .waiters
+                .join(channel, fair_owner, Some(tokio::time::Instant::now()))
+                .await;
+        };
         self.feeds_started.call_once(|| {
-            for node in self.deployment.nodes() {
+            for node in deployment.nodes() {
                 let requests = self.waiters.add_feed();
                 self.runtime.spawn(crate::feed::run(
                     node.feed(),

@@ -11,8 +11,8 @@ use tokio::time::Instant;
 
 use crate::error::{Error, NotOwnedReason, Result};
 use crate::keys::Keys;
-pub(crate) use crate::node::AcquireRequest;
 use crate::node::Node;
+pub(crate) use crate::node::{AcquireRequest, ReleaseOf};
 use crate::scripts::{owner_checked, AcquireReply, LockState};
 
 /// The answer to an acquire request.
@@ -38,6 +38,10 @@ pub(crate) enum Attempt {
         /// The token of a grant this attempt got and gave back (too few
         /// replicas had it): a handoff message naming it grants nothing.
         undone: Option<u64>,
+        /// The last fencing token issued when this attempt ran (one Redis
+        /// deployment; 0 otherwise): a grant it names or an older one had
+        /// ended by then.
+        issued: u64,
     },
 }
 
@@ -75,6 +79,21 @@ impl Deployment {
     /// holder (a signal to a command, say) before Redis lets the lock go.
     pub(crate) fn drift(&self, lease: Duration) -> Duration {
         lease / 100 + Duration::from_millis(2)
+    }
+
+    /// Why an attempt could not take a lock whose key `bad` (an index in
+    /// `acquire.lua`'s KEYS) holds a value of another type.
+    fn wrong_type(&self, keys: &Keys, bad: usize) -> Option<String> {
+        let key = match bad {
+            1 => &keys.lock,
+            2 => &keys.fence,
+            3 => &keys.queue,
+            4 => &keys.leases,
+            _ => return None,
+        };
+        Some(format!(
+            "the key {key} holds a value of another type than this lock's"
+        ))
     }
 
     /// Maps a Redis error to the connection category, without secrets.
@@ -141,21 +160,21 @@ impl Deployment {
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let lease_ms = req.lease.as_millis() as u64;
         if let Some(node) = self.only() {
-            // A waiter in line may have been handed the lock already, and a lost
-            // holding may still stand: neither may count as a re-entry.
-            let (reply, acked) = node
-                .acquire(req, req.enqueue || req.resume)
-                .await
-                .map_err(|e| self.error(&e))?;
+            let (reply, acked) = node.acquire(req).await.map_err(|e| self.error(&e))?;
             return match reply {
                 AcquireReply::Held { fence, count } => {
                     match (req.replicas, acked) {
                         (Some(k), Some(acked)) if acked < k => {
                             // Too few replicas have it: undo this acquisition
                             // (a re-entry only loses its increment), then retry.
-                            node.release(req.keys, req.owner, lease_ms, false)
-                                .await
-                                .map_err(|e| self.error(&e))?;
+                            node.release(
+                                req.keys,
+                                req.owner,
+                                lease_ms,
+                                ReleaseOf::undo(fence, count),
+                            )
+                            .await
+                            .map_err(|e| self.error(&e))?;
                             Ok(Attempt::Busy {
                                 retry_in_ms: rand::rng().random_range(5..=50),
                                 cause: Some(format!(
@@ -164,17 +183,24 @@ impl Deployment {
                                 backoff: true,
                                 queued: false,
                                 undone: Some(fence),
+                                issued: fence,
                             })
                         }
                         _ => Ok(Attempt::Held { fence, count }),
                     }
                 }
-                AcquireReply::Busy { pttl_ms, queued } => Ok(Attempt::Busy {
+                AcquireReply::Busy {
+                    pttl_ms,
+                    queued,
+                    bad,
+                    issued,
+                } => Ok(Attempt::Busy {
                     retry_in_ms: pttl_ms,
-                    cause: None,
+                    cause: self.wrong_type(req.keys, bad),
                     backoff: false,
                     queued,
                     undone: None,
+                    issued,
                 }),
             };
         }
@@ -199,7 +225,7 @@ impl Deployment {
         let n = self.nodes.len();
         let outcomes = self
             .each(
-                |node| async move { node.acquire(req, true).await.map(|(r, _)| r) },
+                |node| async move { node.acquire(req).await.map(|(r, _)| r) },
                 // Done early only on success: a failed attempt must hear from
                 // every node before giving back what it got.
                 |done| {
@@ -236,11 +262,29 @@ impl Deployment {
         if held >= quorum && !validity.is_zero() {
             return Ok(Attempt::Held { fence, count });
         }
-        if held > 0 && req.believed == 0 {
+        if req.believed == 0 && busy < n {
             // A minority (or a majority too late) is worth nothing: give it
-            // all back, on every node, before anyone waits on it. (A failed
-            // re-entry keeps the holding it re-entered.)
-            self.release_all(req.keys, req.owner, lease_ms).await;
+            // all back, on every node, before anyone waits on it; a master
+            // that did not answer in time may have granted it too. Only when
+            // every master answered "busy" is there nothing to give back.
+            // (A failed re-entry keeps the holding it re-entered.) Each
+            // master that answered gets back the very grant it made, so a
+            // give-back that arrives late never undoes a later attempt's.
+            let mut given = vec![ReleaseOf::ANY; n];
+            for (i, r) in &outcomes {
+                if let Ok(AcquireReply::Held { fence, count }) = r {
+                    given[*i] = ReleaseOf::undo(*fence, *count);
+                }
+            }
+            let _ = self
+                .each(
+                    |node| {
+                        let i = self.index_of(node);
+                        node.release(req.keys, req.owner, lease_ms, given[i])
+                    },
+                    |_| false,
+                )
+                .await;
         }
         let cause = (!errors.is_empty()).then(|| {
             format!(
@@ -263,13 +307,15 @@ impl Deployment {
             backoff,
             queued: false,
             undone: None,
+            issued: 0,
         })
     }
 
-    async fn release_all(&self, keys: &Keys, owner: &str, lease_ms: u64) {
-        let _ = self
-            .each(|node| node.release(keys, owner, lease_ms, false), |_| false)
-            .await;
+    fn index_of(&self, node: &Node) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| std::ptr::eq(n, node))
+            .unwrap_or(0)
     }
 
     /// Releases one acquisition: the re-entries left, or why not.
@@ -278,20 +324,22 @@ impl Deployment {
         keys: &Keys,
         owner: &str,
         lease_ms: u64,
-        last_valid: bool,
+        of: ReleaseOf,
     ) -> Result<std::result::Result<u32, NotOwnedReason>> {
         if let Some(node) = self.only() {
             let v = node
-                .release(keys, owner, lease_ms, last_valid)
+                .release(keys, owner, lease_ms, of)
                 .await
                 .map_err(|e| self.error(&e))?;
             return Ok(owner_checked(v));
         }
         // Redlock: release everywhere. It was not ours when a majority says
         // so (a rival could have held it meanwhile); a master that failed
-        // proves nothing either way, as for renewals.
+        // proves nothing either way, as for renewals. Each master counts
+        // its own tokens: the holding is named by owner alone.
+        let of = ReleaseOf { fence: 0, ..of };
         let outcomes = self
-            .each(|node| node.release(keys, owner, lease_ms, false), |_| false)
+            .each(|node| node.release(keys, owner, lease_ms, of), |_| false)
             .await;
         self.combine_owner_checked(outcomes, 1)
     }
@@ -304,10 +352,11 @@ impl Deployment {
         owner: &str,
         lease_ms: u64,
         replicas: Option<u32>,
+        fence: u64,
     ) -> Result<std::result::Result<u32, NotOwnedReason>> {
         if let Some(node) = self.only() {
             let (v, acked) = node
-                .extend(keys, owner, lease_ms, replicas)
+                .extend(keys, owner, lease_ms, replicas, fence)
                 .await
                 .map_err(|e| self.error(&e))?;
             if let (Some(k), Some(acked)) = (replicas, acked) {
@@ -322,7 +371,7 @@ impl Deployment {
         let outcomes = self
             .each(
                 |node| async move {
-                    node.extend(keys, owner, lease_ms, None)
+                    node.extend(keys, owner, lease_ms, None, 0)
                         .await
                         .map(|(v, _)| v)
                 },
@@ -363,7 +412,16 @@ impl Deployment {
             }));
         }
         if ok.len() >= needed {
-            return Ok(Ok(ok.into_iter().max().unwrap_or(0)));
+            // The count a majority still has at least (one stale master does
+            // not keep a released holding alive); with fewer answers the
+            // most of them, as nothing shows that a majority let go.
+            ok.sort_unstable_by(|a, b| b.cmp(a));
+            let i = if ok.len() >= self.quorum() {
+                self.quorum() - 1
+            } else {
+                0
+            };
+            return Ok(Ok(ok[i]));
         }
         Err(Error::Connection(format!(
             "{} of {} nodes confirmed: {}",

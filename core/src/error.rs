@@ -51,6 +51,9 @@ pub enum LostReason {
     MaxHold,
     /// Auto-renew was off and the lease ran out.
     LeaseEnded,
+    /// The client was closed while the lock was held: `close()` gave it back
+    /// (or, when Redis did not answer, left it to expire with its lease).
+    Closed,
 }
 
 impl LostReason {
@@ -61,6 +64,7 @@ impl LostReason {
             LostReason::Unreachable => "the lease ran out while Redis was unreachable",
             LostReason::MaxHold => "max_hold was reached",
             LostReason::LeaseEnded => "the lease ran out (auto-renew is off)",
+            LostReason::Closed => "the client was closed",
         }
     }
 
@@ -102,6 +106,10 @@ pub enum Error {
     /// A bad argument, rejected before any I/O.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The client was closed: every operation that would talk to Redis
+    /// through it, or its locks, is refused.
+    #[error("client closed")]
+    Closed,
 }
 
 impl Error {
@@ -117,6 +125,7 @@ impl Error {
             Error::Lost { .. } => "lost",
             Error::Connection(_) => "connection",
             Error::InvalidArgument(_) => "bad input",
+            Error::Closed => "closed",
         }
     }
 }

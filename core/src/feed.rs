@@ -172,7 +172,7 @@ async fn run_sharded(
                     PushKind::SMessage | PushKind::Message => w.deliver(&channel, payload),
                     // A (re-)subscription confirmed after a reconnect or a slot
                     // move: a release may have been missed meanwhile.
-                    PushKind::SSubscribe if subscribed.contains(&channel) => w.deliver(&channel, b""),
+                    PushKind::SSubscribe if subscribed.contains(&channel) => w.resubscribed(&channel),
                     _ => {}
                 }
             }

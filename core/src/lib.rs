@@ -23,11 +23,12 @@ mod node;
 mod scripts;
 pub mod spin;
 mod tls;
+mod turns;
 pub mod validate;
 mod wait;
 mod watchdog;
 
-pub use client::{Client, ClientOptions, DEFAULT_PREFIX, DEFAULT_URL};
+pub use client::{Client, ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use error::{Error, LostReason, NotOwnedReason, Result};
 pub use keys::Keys;
 pub use lock::{Acquired, Lock, LockOptions, Wait, DEFAULT_TTL, QUEUE_AFTER};

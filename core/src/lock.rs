@@ -12,10 +12,11 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::client::Client;
-use crate::deployment::{AcquireRequest, Attempt};
+use crate::deployment::{AcquireRequest, Attempt, ReleaseOf};
 use crate::error::{Error, LostReason, Result};
 use crate::keys::Keys;
 use crate::scripts::LockState;
+use crate::turns::Turn;
 use crate::validate::{self, Unit};
 use crate::watchdog::HoldTerms;
 
@@ -197,6 +198,8 @@ pub struct Lock {
     keys: Arc<Keys>,
     owner: Arc<str>,
     options: LockOptions,
+    /// This owner's turn on this lock: one request at a time (see `turns.rs`).
+    turn: Turn,
 }
 
 impl std::fmt::Debug for Lock {
@@ -233,19 +236,27 @@ impl Lock {
         }
         let keys = Arc::new(Keys::new(&client.inner.prefix, name));
         let owner = Arc::from(format!("{}:{unit}", client.inner.id));
+        let turn = client.inner.turns.of(&keys.lock, &owner);
         Ok(Lock {
             client,
             name: Arc::from(name),
             keys,
             owner,
             options,
+            turn,
         })
     }
 
     /// The same lock seen by another owner unit (a binding's thread or task).
     pub fn with_owner(&self, unit: &str) -> Lock {
+        self.as_owner(Arc::from(format!("{}:{unit}", self.client.inner.id)))
+    }
+
+    /// The same lock seen by the owner with this full id.
+    fn as_owner(&self, owner: Arc<str>) -> Lock {
         Lock {
-            owner: Arc::from(format!("{}:{unit}", self.client.inner.id)),
+            turn: self.client.inner.turns.of(&self.keys.lock, &owner),
+            owner,
             ..self.clone()
         }
     }
@@ -314,7 +325,13 @@ impl Lock {
         if let (true, Some(channel)) = (in_line_now, &waiter_channel) {
             line = Some(self.join_line(channel, deadline).await);
         }
+        // When this waiter's last attempt in line that found the lock busy
+        // was sent, and the last token issued then: a release that hands the
+        // lock over to it afterwards runs after that attempt, so its lease
+        // started later, and its token is larger (see `confirm_handoff`).
+        let mut busy_in_line_since = None;
         // The uncontended path: one round trip, no subscription.
+        let sent = Instant::now();
         let (mut retry_in_ms, mut cause, mut backoff, mut queued) =
             match self.attempt(in_line_now).await? {
                 Attempt::Held { fence, count } => {
@@ -328,8 +345,14 @@ impl Lock {
                     cause,
                     backoff,
                     queued,
+                    issued,
                     ..
-                } => (retry_in_ms, cause, backoff, queued),
+                } => {
+                    if in_line_now {
+                        busy_in_line_since = Some((sent, issued));
+                    }
+                    (retry_in_ms, cause, backoff, queued)
+                }
             };
         if deadline.is_some_and(|d| Instant::now() >= d) {
             if let Some(line) = line.take() {
@@ -374,6 +397,7 @@ impl Lock {
                         line = Some(self.join_line(channel, deadline).await);
                     }
                 }
+                let sent = Instant::now();
                 match self.attempt(line.is_some()).await? {
                     Attempt::Held { fence, count } => {
                         // Taking the lock took this waiter out of the line.
@@ -387,8 +411,12 @@ impl Lock {
                         cause: c,
                         backoff: b,
                         queued: q,
+                        issued,
                         ..
                     } => {
+                        if line.is_some() {
+                            busy_in_line_since = Some((sent, issued));
+                        }
                         retry_in_ms = r;
                         cause = c;
                         backoff = b;
@@ -443,25 +471,30 @@ impl Lock {
                     if let Some(line) = line.take() {
                         line.settled();
                     }
-                    let acquired = self.handed_over(fence);
-                    if self.options.sync_replicas.is_none() {
-                        return Ok(acquired);
-                    }
-                    // The release wrote this grant, not this waiter: it counts
-                    // once k replicas acknowledge a write of this holder's.
-                    match self.extend(Some(self.options.first_lease())).await {
-                        Ok(()) => return Ok(acquired),
+                    // Passed on if this wait is dropped before it knows
+                    // whether it holds the grant.
+                    let grant = Grant { lock: Some(self.clone()), fence };
+                    let confirmed = self.confirm_handoff(fence, busy_in_line_since).await;
+                    let lock = grant.settle();
+                    self.took_in_line(fence);
+                    match confirmed {
+                        Ok(Some(acquired)) => return Ok(acquired),
+                        // The grant ended before this waiter could confirm it:
+                        // try again at once.
+                        Ok(None) => {}
                         Err(e) => {
                             // Given back like an acquisition too few replicas
-                            // have (or gone already): wait on, after a pause.
-                            tracing::debug!(lock = %self.name, error = %e, "handoff not replicated");
-                            let _ = self.release().await;
+                            // have (or one Redis did not confirm): wait on,
+                            // after a pause.
+                            tracing::debug!(lock = %self.name, error = %e, "handoff not confirmed");
+                            let _ = lock.pass_on(fence).await;
                             cause = Some(e.to_string());
                             backoff = true;
                             retry_in_ms = rand::random_range(5..=50);
                             attempt_now = false;
                         }
                     }
+                    busy_in_line_since = None;
                 }
                 _ = released => tracing::trace!(lock = %self.name, "woken by release"),
                 _ = tokio::time::sleep_until(until) => {}
@@ -472,11 +505,9 @@ impl Lock {
     /// Listens on this client's waiter channel for a handoff to this owner;
     /// the next attempt made with `enqueue` takes a place in line.
     async fn join_line(&self, channel: &str, deadline: Option<Instant>) -> Line {
-        let ticket = self
-            .client
-            .inner
-            .join(channel, Some(&self.owner), deadline)
-            .await;
+        let inner = &self.client.inner;
+        let ticket = inner.join(channel, Some(&self.owner), deadline).await;
+        inner.waiters.on_orphan(channel, || self.orphan_handler());
         Line {
             ticket,
             spot: InLine {
@@ -485,18 +516,114 @@ impl Lock {
         }
     }
 
-    /// A release handed this waiter in line the lock: it holds it now, from the
-    /// message alone (the lease started just before the message was sent).
-    fn handed_over(&self, fence: u64) -> Acquired {
+    /// What passes on a handoff that reaches no waiter of this client (its
+    /// waiter left the line, and its dequeue failed or has not run yet):
+    /// without it the grant would sit unused until its lease ended. Holds
+    /// the client weakly: the registry it is kept in belongs to the client.
+    fn orphan_handler(&self) -> crate::wait::Orphans {
+        let client = Arc::downgrade(&self.client.inner);
+        let lock = (self.name.clone(), self.keys.clone(), self.options.clone());
+        Arc::new(move |owner: &str, fence: u64| {
+            let Some(inner) = client.upgrade() else {
+                return;
+            };
+            let (name, keys, options) = lock.clone();
+            let owner: Arc<str> = Arc::from(owner);
+            let orphan = Lock {
+                turn: inner.turns.of(&keys.lock, &owner),
+                client: Client { inner },
+                name,
+                keys,
+                owner,
+                options,
+            };
+            tracing::debug!(lock = %orphan.name, fence, "handoff to a waiter that left; passing it on");
+            orphan.clean_up(move |lock| async move { lock.pass_on_persistently(fence).await });
+        })
+    }
+
+    /// A release handed this waiter in line the lock (token `fence`). Its
+    /// lease started when that release ran, which the waiter cannot see: the
+    /// message may come late (a slow pub/sub wire). What it can see is its
+    /// last attempt that found the lock busy (`since`: when it was sent, and
+    /// the last token issued when it ran). A grant with a larger token was
+    /// made by a release that ran after that attempt, so a lease timed from
+    /// its send ends before Redis' own. While more than half a lease is left
+    /// by that reckoning (a handoff soon after an attempt, as under
+    /// contention) the waiter holds the lock from the message alone;
+    /// otherwise, and with `sync_replicas`, it confirms this very grant with
+    /// an extension it times itself (one round trip). `Ok(None)`: the grant
+    /// had ended.
+    async fn confirm_handoff(
+        &self,
+        fence: u64,
+        since: Option<(Instant, u64)>,
+    ) -> Result<Option<Acquired>> {
         let inner = &self.client.inner;
         let lease = self.options.first_lease();
-        let sent = Instant::now() - HANDOFF_MARGIN.min(lease / 10);
+        let replicas = self.options.sync_replicas;
+        let now = Instant::now();
+        let sent = match since {
+            Some((sent, issued))
+                if replicas.is_none() && fence > issued && now < sent + lease / 2 =>
+            {
+                sent
+            }
+            _ => {
+                let _turn = self.turn.lock().await;
+                let sent = Instant::now();
+                let confirmed = inner
+                    .deployment
+                    .extend(
+                        &self.keys,
+                        &self.owner,
+                        lease.as_millis() as u64,
+                        replicas,
+                        fence,
+                    )
+                    .await?;
+                if let Err(reason) = confirmed {
+                    tracing::debug!(lock = %self.name, %reason, "handed a grant that ended");
+                    return Ok(None);
+                }
+                sent
+            }
+        };
         let drift = inner.deployment.drift(lease);
         inner
             .holdings
             .acquired(&self.terms(), fence, 1, sent, drift);
         tracing::debug!(lock = %self.name, fence, "handed over");
-        self.acquired(fence, 1)
+        Ok(Some(self.acquired(fence, 1)))
+    }
+
+    /// [`pass_on`](Self::pass_on) in the background, tried again while Redis
+    /// does not answer (the grant would otherwise sit until its lease ends).
+    async fn pass_on_persistently(&self, fence: u64) {
+        for pause in std::iter::once(Duration::ZERO).chain(RETRY_PAUSES) {
+            tokio::time::sleep(pause).await;
+            if self.pass_on(fence).await.is_ok() {
+                return;
+            }
+        }
+    }
+
+    /// Passes on the grant with token `fence` that this owner was handed and
+    /// will not use (it left the line, or could not confirm it): to the next
+    /// waiter in line, or freed; never a later holding of this owner, and
+    /// not this one if the owner took it meanwhile (by an attempt of its own).
+    async fn pass_on(&self, fence: u64) -> Result<()> {
+        let inner = &self.client.inner;
+        let lease = self.options.first_lease().as_millis() as u64;
+        let _turn = self.turn.lock().await;
+        if self.view().is_some_and(|v| v.fence == fence) {
+            return Ok(());
+        }
+        inner
+            .deployment
+            .release(&self.keys, &self.owner, lease, ReleaseOf::grant(fence))
+            .await
+            .map(|_| ())
     }
 
     /// One attempt: `Some` when acquired, `None` when someone else holds it.
@@ -538,25 +665,24 @@ impl Lock {
 
     async fn attempt_inner(&self, enqueue: bool) -> Result<Attempt> {
         let inner = &self.client.inner;
+        let _request = self.turn.lock().await;
         let lease = self.options.first_lease();
         let request = AcquireRequest {
             keys: &self.keys,
             owner: &self.owner,
             lease,
             believed: inner.holdings.believed_count(&self.keys.lock, &self.owner),
-            // A holding this owner lost track of may still be in Redis: taking
-            // it again must not count it as a re-entry.
-            resume: inner
-                .holdings
-                .view(&self.keys.lock, &self.owner)
-                .is_some_and(|v| v.lost.is_some()),
             enqueue,
             replicas: self.options.sync_replicas,
         };
         let sent = Instant::now();
         let attempt = inner.deployment.acquire(&request).await?;
-        if enqueue {
-            if let Attempt::Held { fence, .. }
+        // A fresh holding may be a grant handed to this owner (an entry of
+        // its own left in line), whose message may still come: this client
+        // must know it is no new grant. Only a client that listens on some
+        // channel can hear one.
+        if enqueue || inner.waiters.listens_at_all() {
+            if let Attempt::Held { fence, count: 1 }
             | Attempt::Busy {
                 undone: Some(fence),
                 ..
@@ -590,18 +716,23 @@ impl Lock {
     /// owner does not hold it, and never touches another owner's lock.
     pub async fn release(&self) -> Result<u32> {
         let inner = &self.client.inner;
+        let _request = self.turn.lock().await;
         // What remains after a nested release keeps the lease this holding
         // runs on, so Redis and the holder agree on when it ends.
         let lease = inner
             .holdings
             .current_lease(&self.keys.lock, &self.owner)
             .unwrap_or_else(|| self.options.first_lease());
-        // A last release whose lease has not ended: if its reply is lost and
-        // the retry finds the key gone, the lost request deleted it.
-        let last_valid = inner
-            .holdings
-            .view(&self.keys.lock, &self.owner)
-            .is_some_and(|v| v.lost.is_none() && v.count == 1);
+        // The holder's view, carried by the request so that a resend is
+        // recognised (see `ReleaseOf`).
+        let of = match inner.holdings.view(&self.keys.lock, &self.owner) {
+            Some(v) if v.lost.is_none() => ReleaseOf {
+                before: i64::from(v.count),
+                fence: v.fence,
+                last_valid_until: (v.count == 1).then_some(v.expires_at),
+            },
+            _ => ReleaseOf::ANY,
+        };
         let releasing = inner.holdings.releasing(&self.keys.lock, &self.owner);
         let sent = Instant::now();
         // Boxed, as in `acquire`: the exchange with Redis is the large part of
@@ -610,7 +741,7 @@ impl Lock {
             &self.keys,
             &self.owner,
             lease.as_millis() as u64,
-            last_valid,
+            of,
         ))
         .await
         .inspect_err(|_| releasing.unanswered())?;
@@ -668,12 +799,14 @@ impl Lock {
             None => self.options.ttl,
         };
         let inner = &self.client.inner;
+        let _request = self.turn.lock().await;
         let sent = Instant::now();
         let outcome = Box::pin(inner.deployment.extend(
             &self.keys,
             &self.owner,
             lease.as_millis() as u64,
             self.options.sync_replicas,
+            self.view().map_or(0, |v| v.fence),
         ))
         .await?;
         match outcome {
@@ -768,10 +901,6 @@ impl Line {
     }
 }
 
-/// How much earlier than its message a handed-over lease is taken to start
-/// (the message travels after the release script set the lease).
-const HANDOFF_MARGIN: Duration = Duration::from_millis(5);
-
 /// A waiter's place in line. Leaving (a timeout, or a cancelled wait
 /// when dropped) takes the entry out, and passes the lock on if a release
 /// handed it over meanwhile, so no handoff is ever stranded.
@@ -789,24 +918,44 @@ impl InLine {
     }
 
     async fn leave(mut self) {
-        if let Some(lock) = self.lock.take() {
+        // Taken only once left: if this is dropped on the way, `drop` leaves
+        // (again: leaving twice is harmless).
+        if let Some(lock) = &self.lock {
             lock.leave_line().await;
         }
+        self.lock = None;
     }
 }
 
 impl Drop for InLine {
     fn drop(&mut self) {
-        let Some(lock) = self.lock.take() else {
-            return;
-        };
-        let inner = &lock.client.inner;
-        let cleanup = inner.waiters.cleanup(&lock.keys.lock, &lock.owner);
-        let runtime = inner.runtime().clone();
-        runtime.spawn(async move {
-            lock.leave_line().await;
-            drop(cleanup);
-        });
+        if let Some(lock) = self.lock.take() {
+            lock.clean_up(|lock| async move { lock.leave_line().await });
+        }
+    }
+}
+
+/// A grant handed to a waiter that is confirming it: passed on if the wait
+/// is dropped before it knows whether it holds the grant, so a cancelled
+/// wait never strands it.
+struct Grant {
+    lock: Option<Lock>,
+    fence: u64,
+}
+
+impl Grant {
+    /// The wait knows now, and deals with the grant itself.
+    fn settle(mut self) -> Lock {
+        self.lock.take().expect("settled once")
+    }
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        let fence = self.fence;
+        if let Some(lock) = self.lock.take() {
+            lock.clean_up(move |lock| async move { lock.pass_on_persistently(fence).await });
+        }
     }
 }
 
@@ -822,21 +971,76 @@ impl Lock {
             .took(&self.keys.waiter_channel(&inner.id), &self.owner, fence);
     }
 
+    /// Runs `work` in the background as a clean-up of this owner's: its next
+    /// acquisition of this lock waits for it, so none of it acts on that.
+    fn clean_up<F, Fut>(self, work: F)
+    where
+        F: FnOnce(Lock) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let inner = &self.client.inner;
+        let cleanup = inner.waiters.cleanup(&self.keys.lock, &self.owner);
+        let runtime = inner.runtime().clone();
+        let work = work(self);
+        runtime.spawn(async move {
+            work.await;
+            drop(cleanup);
+        });
+    }
+
     async fn leave_line(&self) {
+        // A closed client has no line left to leave: its waiter channel went
+        // with its connections.
+        if let Err(e) = self.dequeue().await {
+            if matches!(e, Error::Closed) {
+                return;
+            }
+            // Tried again in the background, so a timeout is not held up by
+            // an unreachable Redis; until then a handoff to the entry left
+            // behind is passed on when its message comes (see `join_line`).
+            self.clone().clean_up(|lock| async move {
+                for pause in RETRY_PAUSES {
+                    tokio::time::sleep(pause).await;
+                    if lock.dequeue().await.is_ok() {
+                        break;
+                    }
+                }
+            });
+        }
+    }
+
+    /// Takes this owner's entry out of the line; a grant it was handed
+    /// meanwhile is passed on.
+    async fn dequeue(&self) -> Result<()> {
         let inner = &self.client.inner;
         match inner.deployment.dequeue(&self.keys, &self.owner).await {
             Ok(Some(fence)) => {
                 tracing::debug!(lock = %self.name, "handed over while leaving; passing it on");
                 self.took_in_line(fence);
-                let _ = self.release().await;
+                if self.pass_on(fence).await.is_err() {
+                    self.clone().clean_up(move |lock| async move {
+                        lock.pass_on_persistently(fence).await
+                    });
+                }
+                Ok(())
             }
-            Ok(None) => {}
-            // The entry dies with this client's waiter channel subscription
-            // anyway; a handoff to it expires with its lease.
-            Err(e) => tracing::debug!(lock = %self.name, error = %e, "leaving the line failed"),
+            Ok(None) => Ok(()),
+            Err(e) => {
+                tracing::debug!(lock = %self.name, error = %e, "leaving the line failed");
+                Err(e)
+            }
         }
     }
 }
+
+/// The pauses before each new try of a clean-up in the background (leaving
+/// the line, passing on a grant) that Redis did not answer.
+const RETRY_PAUSES: [Duration; 4] = [
+    Duration::from_millis(50),
+    Duration::from_millis(200),
+    Duration::from_millis(1000),
+    Duration::from_millis(5000),
+];
 
 type AttemptFuture = Pin<Box<dyn Future<Output = Result<Attempt>> + Send>>;
 
@@ -863,11 +1067,8 @@ impl Future for FinishOnDrop {
 impl Drop for FinishOnDrop {
     fn drop(&mut self) {
         if let Some(fut) = self.fut.take() {
-            let lock = self.lock.clone();
-            let inner = &self.lock.client.inner;
-            let cleanup = inner.waiters.cleanup(&lock.keys.lock, &lock.owner);
             let enqueue = self.enqueue;
-            inner.runtime().spawn(async move {
+            self.lock.clone().clean_up(move |lock| async move {
                 match fut.await {
                     Ok(Attempt::Held { .. }) => {
                         tracing::debug!(lock = %lock.name, "acquired after cancellation; releasing");
@@ -878,7 +1079,6 @@ impl Drop for FinishOnDrop {
                     Ok(Attempt::Busy { .. }) if enqueue => lock.leave_line().await,
                     _ => {}
                 }
-                drop(cleanup);
             });
         }
     }

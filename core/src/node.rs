@@ -23,15 +23,55 @@ pub(crate) struct AcquireRequest<'a> {
     pub keys: &'a Keys,
     pub owner: &'a str,
     pub lease: Duration,
-    /// Re-entries this owner believes it holds (for a safe retry).
+    /// Re-entries this owner believes it holds: 0 when its last holding
+    /// was lost or abandoned (a release Redis did not answer), which may
+    /// still stand in Redis and then is not counted as a re-entry.
     pub believed: u32,
-    /// Fair mode: join the waiting line when busy.
+    /// Join the waiting line when busy.
     pub enqueue: bool,
-    /// This owner's last holding was lost or abandoned (a release Redis did
-    /// not answer): the lock may still be its own in Redis.
-    pub resume: bool,
     /// Replicas that must acknowledge (`WAIT`), if asked.
     pub replicas: Option<u32>,
+}
+
+/// What a release is meant to undo: the holder's view, carried by every
+/// send of the request (see `release.lua`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReleaseOf {
+    /// The re-entries the holder believes it has before this release
+    /// (-1: unknown, apply as is).
+    pub before: i64,
+    /// The fencing token of the holding to release (0: whichever this owner
+    /// holds).
+    pub fence: u64,
+    /// A last release: when the holder's lease ends by its own clock.
+    pub last_valid_until: Option<tokio::time::Instant>,
+}
+
+impl ReleaseOf {
+    /// Whatever this owner holds, one re-entry: a give-back right after an
+    /// acquisition that must not stand.
+    pub(crate) const ANY: ReleaseOf = ReleaseOf {
+        before: -1,
+        fence: 0,
+        last_valid_until: None,
+    };
+
+    /// The grant with token `fence`, which its owner never used (a handoff to
+    /// a waiter that left): passed on, and no later holding of that owner.
+    pub(crate) fn grant(fence: u64) -> Self {
+        Self::undo(fence, 1)
+    }
+
+    /// Undoes the acquisition that answered `fence` and `count` (one that
+    /// must not stand: too few replicas, a closing client), and nothing
+    /// else if this request is sent again or arrives late.
+    pub(crate) fn undo(fence: u64, count: u32) -> Self {
+        ReleaseOf {
+            before: i64::from(count),
+            fence,
+            last_valid_until: None,
+        }
+    }
 }
 
 /// A connection to run one command or pipeline on.
@@ -336,29 +376,27 @@ impl Node {
         r
     }
 
-    /// `acquire.lua`; on a dropped connection, retried once telling the script
-    /// how many re-entries the owner had (`believed`), so a first request that
-    /// was applied is not counted twice. `idempotent` tells it from the first
-    /// request (Redlock: a node may still hold what an earlier failed attempt
-    /// of this owner left there; fair mode: the lock may have been handed to
-    /// this waiter already). With `replicas`, also the number of replicas
-    /// that acknowledged.
+    /// `acquire.lua`, carrying the re-entries this owner believes it holds
+    /// (`believed`) on every send: a request that was applied already (its
+    /// reply lost, the lock handed to this waiter meanwhile, or a Redlock
+    /// master still holding what an earlier failed attempt left) is not
+    /// counted twice, so on a dropped connection it is sent again as it is.
+    /// With `replicas`, also the number of replicas that acknowledged.
     pub(crate) async fn acquire(
         &self,
         req: &AcquireRequest<'_>,
-        idempotent: bool,
     ) -> RedisResult<(AcquireReply, Option<u32>)> {
         let keys = req.keys;
         let lease_ms = req.lease.as_millis() as u64;
-        let run = |retry_after: i64| async move {
-            let call = ACQUIRE
-                .call(&[&keys.lock, &keys.fence, &keys.queue, &keys.leases])
-                .arg(req.owner)
-                .arg(lease_ms)
-                .arg(retry_after)
-                .arg(if req.enqueue { "1" } else { "0" })
-                .arg(&keys.waiter_prefix)
-                .arg(self.numsub_command());
+        let call = ACQUIRE
+            .call(&[&keys.lock, &keys.fence, &keys.queue, &keys.leases])
+            .arg(req.owner)
+            .arg(lease_ms)
+            .arg(i64::from(req.believed))
+            .arg(if req.enqueue { "1" } else { "0" })
+            .arg(&keys.waiter_prefix)
+            .arg(self.numsub_command());
+        let run = || async {
             match req.replicas {
                 None => self.call::<Vec<i64>>(&call).await.map(|v| (v, None)),
                 Some(k) => self
@@ -367,25 +405,27 @@ impl Node {
                     .map(|(v, acked)| (v, Some(acked))),
             }
         };
-        let believed = i64::from(req.believed);
-        let first = if idempotent { believed } else { -1 };
-        let (reply, acked) = match run(first).await {
-            Err(e) if is_transient(&e) => run(believed).await?,
+        let (reply, acked) = match run().await {
+            Err(e) if is_transient(&e) => run().await?,
             other => other?,
         };
         let reply = AcquireReply::parse(&reply).ok_or_else(|| unexpected("acquire", &reply))?;
         Ok((reply, acked))
     }
 
-    /// `release.lua`: re-entries left, or -1 gone / -2 another owner. A retried
-    /// last release that finds the key gone while `last_valid` (the holder's
-    /// lease had not ended) counts as released: the lost request deleted it.
+    /// `release.lua`: re-entries left, or -1 gone / -2 another owner. The
+    /// request carries the holder's view (`of`), so one sent again after a
+    /// lost reply is answered, not applied twice (a last release that handed
+    /// the lock over is recognised by the new holding, which names it); a
+    /// last release sent again that finds the key gone before the holder's
+    /// lease ended counts as released: only its own first send could have
+    /// deleted a lock whose lease still ran.
     pub(crate) async fn release(
         &self,
         keys: &Keys,
         owner: &str,
         lease_ms: u64,
-        last_valid: bool,
+        of: ReleaseOf,
     ) -> RedisResult<i64> {
         let call = RELEASE
             .call(&[
@@ -399,10 +439,17 @@ impl Node {
             .arg(lease_ms)
             .arg(self.publish_command())
             .arg(&keys.waiter_prefix)
-            .arg(self.numsub_command());
+            .arg(self.numsub_command())
+            .arg(of.before)
+            .arg(of.fence);
         match self.call::<i64>(&call).await {
             Err(e) if is_transient(&e) => match self.call::<i64>(&call).await? {
-                -1 if last_valid => Ok(0),
+                -1 if of
+                    .last_valid_until
+                    .is_some_and(|t| tokio::time::Instant::now() < t) =>
+                {
+                    Ok(0)
+                }
                 other => Ok(other),
             },
             other => other,
@@ -423,15 +470,22 @@ impl Node {
     }
 
     /// `extend.lua` (idempotent, so retried once as is): 1, -1 gone, -2 another
-    /// owner; with `replicas`, also how many replicas acknowledged.
+    /// owner (or this owner's holding under another token than `fence`,
+    /// unless that is 0); with `replicas`, also how many replicas
+    /// acknowledged.
     pub(crate) async fn extend(
         &self,
         keys: &Keys,
         owner: &str,
         lease_ms: u64,
         replicas: Option<u32>,
+        fence: u64,
     ) -> RedisResult<(i64, Option<u32>)> {
-        let call = EXTEND.call(&[&keys.lock]).arg(owner).arg(lease_ms);
+        let call = EXTEND
+            .call(&[&keys.lock])
+            .arg(owner)
+            .arg(lease_ms)
+            .arg(fence);
         let run = || async {
             match replicas {
                 None => self.call::<i64>(&call).await.map(|v| (v, None)),

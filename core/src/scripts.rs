@@ -98,9 +98,13 @@ pub(crate) enum AcquireReply {
     },
     /// Someone else holds it; `pttl_ms` is its remaining lease (-1: no expiry,
     /// -2: it vanished in between). `queued`: waiters stand in line.
+    /// `bad`: the index in the script's KEYS of a key holding a value of
+    /// another type (0: none). `issued`: the last fencing token issued.
     Busy {
         pttl_ms: i64,
         queued: bool,
+        bad: usize,
+        issued: u64,
     },
 }
 
@@ -111,9 +115,11 @@ impl AcquireReply {
                 fence: u64::try_from(*fence).ok()?,
                 count: u32::try_from(*count).ok()?,
             }),
-            [0, pttl, queued] => Some(AcquireReply::Busy {
+            [0, pttl, queued, bad, issued] => Some(AcquireReply::Busy {
                 pttl_ms: *pttl,
                 queued: *queued == 1,
+                bad: usize::try_from(*bad).ok()?,
+                issued: u64::try_from(*issued).unwrap_or(0),
             }),
             _ => None,
         }

@@ -49,7 +49,13 @@ struct Channel {
     /// Counts the times the channel went idle, so a delayed unsubscribe only
     /// acts on the idle spell that scheduled it.
     idle_spells: u64,
+    /// Passes on a handoff to an owner no longer in line here.
+    orphans: Option<Orphans>,
 }
+
+/// Called with the owner id and token of a handoff that reached no waiter:
+/// the grant must be passed on, not left to run out.
+pub(crate) type Orphans = Arc<dyn Fn(&str, u64) + Send + Sync>;
 
 /// The registry of waiting channels, shared with the feed tasks.
 pub(crate) struct Waiters {
@@ -132,6 +138,7 @@ impl Waiters {
                     handoffs: HashMap::new(),
                     taken: VecDeque::new(),
                     idle_spells: 0,
+                    orphans: None,
                 });
             entry.waiters += 1;
             let handoff = fair_owner.map(|owner| {
@@ -184,12 +191,26 @@ impl Waiters {
             tracing::debug!(owner, fence, "stale handoff: that grant was taken already");
             return;
         }
-        match c.handoffs.get(owner) {
-            Some(slot) => {
+        match (c.handoffs.get(owner), &c.orphans) {
+            (Some(slot), _) => {
                 slot.send_replace(Some(fence));
             }
-            // That waiter already left; its own dequeue passes the lock on.
-            None => tracing::debug!(owner, "handoff for a waiter that left"),
+            // That waiter already left. Its dequeue passes on a grant it
+            // finds, but it may have failed, or run before this release:
+            // the grant is passed on here too (by its token, so twice is
+            // harmless and no later holding of that owner is touched).
+            (None, Some(orphans)) => orphans(owner, fence),
+            (None, None) => tracing::debug!(owner, "handoff for a waiter that left"),
+        }
+    }
+
+    /// Sets how `channel` passes on handoffs to owners no longer in line,
+    /// unless it has that already.
+    pub(crate) fn on_orphan(&self, channel: &str, make: impl FnOnce() -> Orphans) {
+        if let Some(c) = self.channels.lock().unwrap().get_mut(channel) {
+            if c.orphans.is_none() {
+                c.orphans = Some(make());
+            }
         }
     }
 
@@ -199,19 +220,23 @@ impl Waiters {
     /// already is forgotten too.
     pub(crate) fn took(&self, channel: &str, owner: &str, fence: u64) {
         if let Some(c) = self.channels.lock().unwrap().get_mut(channel) {
-            if c.taken.len() == TAKEN_KEPT {
-                c.taken.pop_front();
-            }
-            c.taken.push_back((owner.to_owned(), fence));
-            if let Some(slot) = c.handoffs.get(owner) {
+            let heard = c.handoffs.get(owner).is_some_and(|slot| {
                 slot.send_if_modified(|f| {
                     let heard = *f == Some(fence);
                     if heard {
                         *f = None;
                     }
                     heard
-                });
+                })
+            });
+            // Its message was read already: it will not come again.
+            if heard {
+                return;
             }
+            if c.taken.len() == TAKEN_KEPT {
+                c.taken.pop_front();
+            }
+            c.taken.push_back((owner.to_owned(), fence));
         }
     }
 
@@ -271,16 +296,29 @@ impl Waiters {
         }
     }
 
-    /// After a feed reconnects, messages sent meanwhile may be lost: wake one
-    /// waiter per channel so each client re-checks.
+    /// After a feed reconnects, messages sent meanwhile may be lost: wake
+    /// every waiter of every channel so each re-checks.
     pub(crate) fn wake_all_channels(&self) {
         for c in self.channels.lock().unwrap().values() {
-            // Every waiter: a line entry of each may have been dropped while
-            // its client was not heard. One more wake is kept for a waiter
-            // busy with an attempt right now.
-            c.wake.notify_waiters();
-            c.wake.notify_one();
+            Self::wake_every_waiter(c);
         }
+    }
+
+    /// A channel was subscribed again (a sharded feed after a reconnect or a
+    /// slot move): messages sent meanwhile may be lost, so all its waiters
+    /// re-check.
+    pub(crate) fn resubscribed(&self, channel: &str) {
+        if let Some(c) = self.channels.lock().unwrap().get(channel) {
+            Self::wake_every_waiter(c);
+        }
+    }
+
+    fn wake_every_waiter(c: &Channel) {
+        // Every waiter: a line entry of each may have been dropped while its
+        // client was not heard. One more wake is kept for a waiter busy with
+        // an attempt right now.
+        c.wake.notify_waiters();
+        c.wake.notify_one();
     }
 }
 
@@ -406,5 +444,27 @@ mod tests {
         assert!(early.is_err(), "granted by a stale handoff: {early:?}");
         waiters.deliver("w", b"handoff 8 c:1");
         assert_eq!(again.handed().await, 8);
+    }
+
+    #[tokio::test]
+    async fn a_channel_subscribed_again_wakes_every_waiter_of_it() {
+        let waiters = Waiters::new(tokio::runtime::Handle::current());
+        let now = Some(tokio::time::Instant::now());
+        let tickets = [
+            waiters.join("released", None, now).await,
+            waiters.join("released", None, now).await,
+            waiters.join("released", None, now).await,
+        ];
+        let mut asleep: Vec<_> = tickets.iter().map(|t| Box::pin(t.released())).collect();
+        for sleeping in &mut asleep {
+            let woken = futures_util::FutureExt::now_or_never(sleeping.as_mut());
+            assert!(woken.is_none(), "woken before any message");
+        }
+        waiters.resubscribed("released");
+        for wake in asleep {
+            tokio::time::timeout(Duration::from_secs(1), wake)
+                .await
+                .expect("a waiter slept on after its channel was subscribed again");
+        }
     }
 }

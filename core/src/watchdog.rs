@@ -81,7 +81,12 @@ impl Holding {
 
     fn lose(&mut self, reason: LostReason) {
         if self.lost.borrow().is_none() {
-            tracing::warn!(lock = %self.terms.name, fence = self.fence, %reason, "lock lost");
+            if reason == LostReason::Closed {
+                // Asked for: the holder closed its client.
+                tracing::debug!(lock = %self.terms.name, fence = self.fence, %reason, "lock lost");
+            } else {
+                tracing::warn!(lock = %self.terms.name, fence = self.fence, %reason, "lock lost");
+            }
             self.lost.send_replace(Some(reason));
         }
     }
@@ -177,12 +182,23 @@ impl Drop for Releasing<'_> {
     }
 }
 
+/// A holding that `close()` gives back: `count` releases of `owner`.
+pub(crate) struct Given {
+    pub keys: Arc<Keys>,
+    pub owner: Arc<str>,
+    pub fence: u64,
+    pub lease: Duration,
+    pub count: u32,
+}
+
 /// What one holding looks like to its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HoldingView {
     pub fence: u64,
     pub count: u32,
     pub lost: Option<LostReason>,
+    /// When the lease ends by this client's clock (earlier than in Redis).
+    pub expires_at: Instant,
 }
 
 /// One extension the loop sends.
@@ -203,6 +219,8 @@ struct Table {
     /// earlier wake notifies it, any other change costs it nothing.
     scheduled: Option<Instant>,
     generations: u64,
+    /// The client was closed: nothing is renewed or held any more.
+    closed: bool,
 }
 
 impl Table {
@@ -237,6 +255,7 @@ impl Holdings {
             fence: h.fence,
             count: h.count,
             lost: *h.lost.borrow(),
+            expires_at: h.expires_at,
         })
     }
 
@@ -315,7 +334,35 @@ impl Holdings {
                     .next_renew
             }
         };
+        if table.closed {
+            // Granted in the instant the client closed: no renewal or release
+            // will follow, so the holder hears at once that it is on its own.
+            if let Some(h) = owners.get_mut(&*terms.owner) {
+                h.lose(LostReason::Closed);
+            }
+            return;
+        }
         self.wake_by(table, wake.min(sent + terms.lease - drift));
+    }
+
+    /// The client is closing: every holding is lost from now on (its holder
+    /// is told at once), and none is renewed again. Returns what was held,
+    /// for `close()` to give back.
+    pub(crate) fn close(&self) -> Vec<Given> {
+        let mut table = self.table.lock().unwrap();
+        table.closed = true;
+        let mut held = Vec::new();
+        for h in table.locks.values_mut().flat_map(|o| o.values_mut()) {
+            h.lose(LostReason::Closed);
+            held.push(Given {
+                keys: h.terms.keys.clone(),
+                owner: h.terms.owner.clone(),
+                fence: h.fence,
+                lease: h.terms.lease,
+                count: h.count,
+            });
+        }
+        held
     }
 
     /// A release that would end the holding is about to be sent: renewals of

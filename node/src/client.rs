@@ -103,11 +103,20 @@ impl NativeClient {
         Ok(NativeLock::new(lock, wait, self.errors.clone()))
     }
 
-    /// Stops the renewal loop and the pub/sub connection; held locks expire
-    /// with their lease.
+    /// Closes the client (see the core's `Client::close`): held locks are
+    /// reported lost and released, later calls reject with the "closed"
+    /// category. Resolves once the releases are answered.
     #[napi(catch_unwind)]
-    pub fn close(&self) {
-        self.inner.close();
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let closing = self.inner.close();
+        self.errors.promise(
+            env,
+            async move {
+                closing.await;
+                Ok(())
+            },
+            |()| (),
+        )
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{FnArgs, FunctionRef, JsValue, PromiseRaw, ToNapiValue, Unknown};
 use napi::JsDeferred;
 use napi::{check_status, sys, Env};
+use rlock_core::spin::Operation;
 
 /// `makeError(category, message, reason)` from `node/index.js`.
 pub type ErrorFactory = FunctionRef<FnArgs<ErrorParts>, Unknown<'static>>;
@@ -77,11 +78,15 @@ impl Errors {
     }
 
     /// A promise of `fut`'s outcome, converted on the JS thread; failures
-    /// reject with the face's errors. The JS thread drives `fut` itself for
-    /// up to [`INLINE`] (an operation of one round trip is done by then, its
-    /// request and reply handled on this thread with no hand-over to another
-    /// and back); past that, the event loop goes on, and the JS thread drives
-    /// it whenever the loop would sleep (`event_loop.rs`), the runtime's
+    /// reject with the face's errors. The JS thread drives `fut` itself while
+    /// it awaits its own replies, for up to [`INLINE`] (an operation of one
+    /// round trip is done by then, its request and reply handled on this
+    /// thread with no hand-over to another and back). Once it waits for
+    /// anything else, above all a lock that another holder must release
+    /// first, or past [`INLINE`], the event loop goes on at once: that
+    /// holder may be a promise of this very thread, whose release cannot run
+    /// while this call holds the thread. The JS thread then drives `fut`
+    /// whenever the loop would sleep (`event_loop.rs`), the runtime's
     /// background thread while JS is busy.
     pub fn promise<'env, T, V, F, C>(
         self: &Arc<Self>,
@@ -97,22 +102,23 @@ impl Errors {
     {
         let driver = crate::driver()?;
         crate::event_loop::install(env);
-        let mut fut = Box::pin(fut);
-        let outcome = driver.block_on(async { tokio::time::timeout(INLINE, fut.as_mut()).await });
-        let (deferred, promise) = match outcome {
+        let mut fut = Operation::new(fut);
+        let (deferred, promise) = match driver.block_on_replies(&mut fut, INLINE) {
             // Done on this thread: settled at once, so `await` goes on in
             // this very turn of the event loop.
-            Ok(outcome) if crate::event_loop::settle_now() => {
+            Some(outcome) if crate::event_loop::settle_now() => {
                 let outcome = outcome.map(convert).map_err(|f| self.to_js(env, f));
                 return settled(env, outcome);
             }
             // Through the loop instead, with its next turn.
-            Ok(outcome) => {
+            Some(outcome) => {
                 let (deferred, promise) = env.create_deferred::<V, Settle<V>>()?;
                 self.resolve(deferred, outcome, convert);
                 return Ok(PromiseRaw::new(env.raw(), promise.raw()));
             }
-            Err(_) => env.create_deferred::<V, Settle<V>>()?,
+            // Waiting on another holder (or slow): the event loop goes on at
+            // once, and a holder in this same process may release meanwhile.
+            None => env.create_deferred::<V, Settle<V>>()?,
         };
         let errors = self.clone();
         let pending = crate::event_loop::Pending::start();
@@ -166,7 +172,7 @@ fn settled<'env, V: ToNapiValue>(
 /// Settles a promise on the JS thread.
 type Settle<V> = Box<dyn FnOnce(Env) -> napi::Result<V> + Send>;
 
-/// How long the JS thread drives an operation itself before handing it to the
-/// runtime's background thread: a few loopback round trips, so waits (and
-/// slow networks) never hold the event loop longer than this.
+/// The longest the JS thread drives an operation awaiting its replies before
+/// handing it on: a few loopback round trips, so slow networks never hold
+/// the event loop longer than this (a timer's granularity: 1–2 ms).
 const INLINE: std::time::Duration = std::time::Duration::from_micros(500);

@@ -33,6 +33,7 @@ __all__ = [
     "AsyncClient",
     "AsyncLock",
     "Client",
+    "ClientClosed",
     "ConnectionError",
     "Lock",
     "LockError",
@@ -81,6 +82,11 @@ class LockLost(LockError):
 
 class ConnectionError(LockError, builtins.ConnectionError):
     """Redis unreachable, authentication refused, or a protocol error."""
+
+
+class ClientClosed(ConnectionError):
+    """The client was closed: every later operation of it and of its locks
+    raises this (a ConnectionError, as the client has no connection any more)."""
 
 
 # --------------------------------------------------------------------------
@@ -349,9 +355,12 @@ class _ClientBase:
         self._native = _native.Client(_url_list(url), prefix, cluster, _pem(tls_ca))
 
     def close(self) -> None:
-        """Stops renewing and closes the connections. Locks still held are not
-        released (they expire with their lease); later calls raise
-        rlock.ConnectionError."""
+        """Closes the client: locks still held are released (best effort: one
+        Redis does not release within 2 s expires with its lease) and count as
+        lost (``lock.lost``; a ``with`` block still open raises LockLost), waits
+        in progress end, renewals stop, the connections close, and every later
+        call of the client or its locks raises rlock.ClientClosed. Returns
+        once the releases are done. Closing again does nothing."""
         self._native.close()
 
     @property
@@ -437,6 +446,11 @@ class AsyncClient(_ClientBase):
         )
         return AsyncLock(self._native.lock(spec))
 
+    async def aclose(self) -> None:
+        """close() without blocking the event loop while the releases are on
+        their way."""
+        await self._native.close_async()
+
     async def __aenter__(self) -> AsyncClient:
         return self
 
@@ -446,7 +460,7 @@ class AsyncClient(_ClientBase):
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        self.close()
+        await self.aclose()
 
 
 # --------------------------------------------------------------------------

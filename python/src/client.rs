@@ -80,10 +80,12 @@ impl Shared {
         // Connected already (every call but the first): nothing to copy.
         let state = {
             let conn = self.conn();
-            match (conn.closed, conn.client.get()) {
-                (true, _) => Err(Error::Connection("this client is closed".to_owned())),
-                (false, Some(client)) => Ok(Ok(client.clone())),
-                (false, None) => Ok(Err((
+            match (conn.client.get(), conn.closed) {
+                // Closed after connecting: the core refuses what it must (and
+                // still says which holdings the close ended).
+                (Some(client), _) => Ok(Ok(client.clone())),
+                (None, true) => Err(Error::Closed),
+                (None, false) => Ok(Err((
                     conn.client.clone(),
                     self.urls.clone(),
                     self.options.clone(),
@@ -104,6 +106,21 @@ impl Shared {
     /// The core client if this process has connected (no I/O).
     pub fn current(&self) -> Option<CoreClient> {
         self.conn().client.get().cloned()
+    }
+
+    /// Marks the client closed and closes the core client, if connected;
+    /// the future ends when the core's releases are done.
+    fn close(&self) -> impl Future<Output = ()> + Send + 'static {
+        let closing = {
+            let mut conn = self.conn();
+            conn.closed = true;
+            conn.client.get().map(CoreClient::close)
+        };
+        async move {
+            if let Some(closing) = closing {
+                closing.await;
+            }
+        }
     }
 }
 
@@ -154,14 +171,24 @@ impl Client {
         Lock::new(self.shared.clone(), spec.get().clone())
     }
 
-    /// Stops renewing and closes the connections; later calls raise
-    /// `rlock.ConnectionError`. Held locks are not released: they expire.
-    fn close(&self) {
-        let mut conn = self.shared.conn();
-        conn.closed = true;
-        if let Some(client) = conn.client.get() {
-            client.close();
-        }
+    /// Closes the client (see the core's `Client::close`): held locks are
+    /// reported lost and released, later calls raise `rlock.ClientClosed`.
+    /// Returns once the releases are answered (GIL released meanwhile).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let closing = self.shared.close();
+        runtime::wait(py, async move {
+            closing.await;
+            Ok(())
+        })
+    }
+
+    /// `close()` for asyncio: the releases are awaited, not waited for.
+    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let closing = self.shared.close();
+        runtime::awaitable(py, async move {
+            closing.await;
+            Ok(())
+        })
     }
 
     #[getter]

@@ -55,6 +55,7 @@ impl Failure {
                 raise(py, "LockLost", message, Some(&name), Some(reason.as_str()))
             }
             Error::Connection(_) => raise(py, "ConnectionError", message, None, None),
+            Error::Closed => raise(py, "ClientClosed", message, None, None),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! dropped. The one place the Rust tests start Redis.
 #![allow(dead_code)] // each test file uses a different part of it
 
+pub mod proxy;
 pub mod topology;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,0 +1,349 @@
+//! Network faults between a client and Redis, each made deterministic by a
+//! fault proxy (support/proxy.rs): a request Redis applied whose reply was
+//! lost and that the core sends again, a pub/sub wire that delivers late, a
+//! waiter whose leaving the line failed, masters that answer too late, and
+//! keys of the wrong type. Each test states the promise that fault must not
+//! break.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use rlock_core::{Client, ClientOptions, Error, LockOptions, Wait};
+use support::proxy::{Cut, FaultProxy};
+use support::RedisServer;
+
+/// `release.lua`'s calls carry the publish command; no other request does.
+const RELEASE: &[u8] = b"PUBLISH";
+
+/// The SHA a script of `lua/` is sent by (the core ends each file with a
+/// newline when it joins them).
+fn sha(source: &str) -> Vec<u8> {
+    let joined = format!("{source}\n");
+    redis::Script::new(&joined).get_hash().as_bytes().to_vec()
+}
+
+fn count(server: &RedisServer, name: &str) -> Option<u32> {
+    server
+        .conn()
+        .hget(format!("rlock:{{{name}}}"), "count")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_nested_release_whose_reply_was_lost_is_not_applied_twice() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port);
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let lock = client.lock("stock").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    proxy.cut_on(RELEASE, Cut::AfterForward, 1);
+    // Applied (2 -> 1), its reply lost, sent again on a new connection.
+    assert_eq!(lock.release().await.unwrap(), 1);
+    assert_eq!(proxy.cuts_done(), 1);
+    assert_eq!(
+        count(&server, "stock"),
+        Some(1),
+        "the resend was applied too"
+    );
+    let rival = Client::connect(&server.url()).await.unwrap();
+    let other = rival.lock("stock").unwrap();
+    assert_eq!(other.try_acquire().await.unwrap(), None, "two holders");
+    assert_eq!(lock.lost(), None);
+    assert_eq!(lock.release().await.unwrap(), 0);
+    assert!(other.try_acquire().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_last_release_that_handed_the_lock_over_and_lost_its_reply_reports_success() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port);
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let holder = client
+        .lock_with("job", LockOptions::default().fair(true))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let rival = Client::connect(&server.url()).await.unwrap();
+    let waiter = rival
+        .lock_with("job", LockOptions::default().fair(true))
+        .unwrap();
+    let waiting = tokio::spawn(async move {
+        let held = waiter.acquire(Wait::For(Duration::from_secs(10))).await;
+        (held, waiter)
+    });
+    let queued = support::eventually(Duration::from_secs(5), || {
+        server.conn().llen::<_, usize>("rlock:{job}:queue").unwrap() == 1
+    })
+    .await;
+    assert!(queued, "the waiter never stood in line");
+    proxy.cut_on(RELEASE, Cut::AfterForward, 1);
+    // Handed over to the waiter, the reply lost; the resend finds the waiter
+    // holding it, while the holder's lease still ran.
+    holder.finish().await.unwrap();
+    assert_eq!(proxy.cuts_done(), 1);
+    let (held, waiter) = support::finished(waiting, Duration::from_secs(5)).await;
+    held.unwrap();
+    assert!(waiter.owned().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_handoff_heard_late_is_never_believed_past_redis_expiry() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port);
+    let holding = Client::connect(&server.url()).await.unwrap();
+    let holder = holding
+        .lock_with("cache", LockOptions::default().fair(true))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    // The waiter's pub/sub wire delivers 700 ms late; its lease is 1 s and
+    // not renewed.
+    let waiting = Client::connect(&proxy.url()).await.unwrap();
+    let lease = Duration::from_secs(1);
+    let waiter = waiting
+        .lock_with(
+            "cache",
+            LockOptions::default()
+                .fair(true)
+                .ttl(lease)
+                .auto_renew(false),
+        )
+        .unwrap();
+    let task = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(10))).await })
+    };
+    let queued = support::eventually(Duration::from_secs(5), || {
+        server
+            .conn()
+            .llen::<_, usize>("rlock:{cache}:queue")
+            .unwrap()
+            == 1
+    })
+    .await;
+    assert!(queued, "the waiter never stood in line");
+    // The handoff is written now, and heard 700 ms later.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    proxy.delay_pubsub(Duration::from_millis(700));
+    holder.release().await.unwrap();
+    support::finished(task, Duration::from_secs(5))
+        .await
+        .unwrap();
+    // When Redis lets the lock go: no earlier than the lease it reports,
+    // counted from before it was asked.
+    let asked = Instant::now();
+    let pttl: u64 = server.conn().pttl("rlock:{cache}").unwrap();
+    let redis_expiry = asked + Duration::from_millis(pttl);
+    let lost = waiter.lost_signal().await;
+    let told = Instant::now();
+    assert!(lost.is_some());
+    // Told by then (the slack covers this test's own scheduling; a lease
+    // timed from the late message would overrun it by the 700 ms delay).
+    assert!(
+        told <= redis_expiry + SCHEDULING_SLACK,
+        "believed held {:?} past Redis' expiry",
+        told - redis_expiry
+    );
+}
+
+/// How late a test may observe an event it awaits on a loaded machine.
+const SCHEDULING_SLACK: Duration = Duration::from_millis(100);
+
+#[tokio::test]
+async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port);
+    let holding = Client::connect(&server.url()).await.unwrap();
+    let holder = holding
+        .lock_with("report", LockOptions::default().fair(true))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    // A waiter with an 8 s lease times out in line, first in it, and every
+    // try to take its entry out is cut before Redis sees it.
+    let leaving = Client::connect(&proxy.url()).await.unwrap();
+    let gone = leaving
+        .lock_with(
+            "report",
+            LockOptions::default()
+                .fair(true)
+                .ttl(Duration::from_secs(8)),
+        )
+        .unwrap();
+    let in_line = |n: usize| {
+        let server = &server;
+        support::eventually(Duration::from_secs(5), move || {
+            server
+                .conn()
+                .llen::<_, usize>("rlock:{report}:queue")
+                .unwrap()
+                == n
+        })
+    };
+    let timing_out = {
+        let gone = gone.clone();
+        tokio::spawn(async move { gone.acquire(Wait::For(Duration::from_millis(1500))).await })
+    };
+    assert!(in_line(1).await);
+    // Another waiter of the same client stays, so the client keeps its
+    // waiter channel (and the entry left behind counts as alive).
+    let stays = leaving
+        .lock_with("report", LockOptions::default().fair(true))
+        .unwrap();
+    let staying =
+        tokio::spawn(async move { stays.acquire(Wait::For(Duration::from_secs(20))).await });
+    assert!(in_line(2).await);
+    proxy.cut_on(
+        &sha(include_str!("../../lua/dequeue.lua")),
+        Cut::BeforeForward,
+        100,
+    );
+    let timed_out = support::finished(timing_out, Duration::from_secs(5)).await;
+    assert!(
+        matches!(timed_out, Err(Error::Timeout { .. })),
+        "{timed_out:?}"
+    );
+    assert!(proxy.cuts_done() > 0);
+    let line: Vec<String> = server.conn().lrange("rlock:{report}:queue", 0, -1).unwrap();
+    assert_eq!(line.first().map(String::as_str), Some(gone.owner()));
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    // The grant to the departed waiter reaches the one that stayed, not
+    // after the 8 s lease.
+    let held = support::finished(staying, Duration::from_secs(5)).await;
+    held.unwrap();
+    assert!(released.elapsed() < Duration::from_secs(4));
+}
+
+#[tokio::test]
+async fn grants_of_masters_that_answered_too_late_are_given_back() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let proxies: Vec<FaultProxy> = servers.iter().map(|s| FaultProxy::start(s.port)).collect();
+    let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let options = ClientOptions::default().node_timeout(Duration::from_millis(100));
+    let slow = Client::connect_urls(&urls, options).await.unwrap();
+    let lock = slow
+        .lock_with("batch", LockOptions::default().ttl(Duration::from_secs(8)))
+        .unwrap();
+    for p in &proxies {
+        p.delay_replies(Duration::from_millis(300));
+    }
+    let attempt = lock.acquire(Wait::Once).await;
+    assert!(matches!(attempt, Err(Error::Timeout { .. })), "{attempt:?}");
+    for p in &proxies {
+        p.delay_replies(Duration::ZERO);
+    }
+    // Every master granted it, late; the give-back reaches them all.
+    let direct: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let other = Client::connect_urls(&direct, ClientOptions::default())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    other
+        .lock("batch")
+        .unwrap()
+        .acquire(Wait::For(Duration::from_secs(8)))
+        .await
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "waited {:?} for grants nobody held",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn keys_of_another_type_in_the_line_never_fail_as_connection_errors() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut c = server.conn();
+    let _: () = c.set("rlock:{odd}:queue", "x").unwrap();
+    let _: () = c.set("rlock:{odd}:leases", "x").unwrap();
+    let lock = client
+        .lock_with("odd", LockOptions::default().fair(true))
+        .unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let rival = client
+        .lock_with("odd", LockOptions::default().fair(true))
+        .unwrap();
+    let busy = rival.acquire(Wait::For(Duration::from_millis(100))).await;
+    assert!(matches!(busy, Err(Error::Timeout { .. })), "{busy:?}");
+    assert_eq!(lock.release().await.unwrap(), 0);
+    assert!(rival.try_acquire().await.unwrap().is_some());
+    // Nothing of the line was written over.
+    assert_eq!(c.get::<_, String>("rlock:{odd}:queue").unwrap(), "x");
+}
+
+#[tokio::test]
+async fn a_fence_counter_of_another_type_counts_as_busy_and_names_the_key() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut c = server.conn();
+    let _: () = c.hset("rlock:{odd}:fence", "a", "b").unwrap();
+    let lock = client.lock("odd").unwrap();
+    match lock.acquire(Wait::For(Duration::from_millis(100))).await {
+        Err(Error::Timeout {
+            cause: Some(cause), ..
+        }) => {
+            assert!(cause.contains("rlock:{odd}:fence"), "{cause}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        !c.exists::<_, bool>("rlock:{odd}").unwrap(),
+        "half-written lock"
+    );
+}
+
+#[tokio::test]
+async fn a_line_entry_without_its_lease_is_dropped_before_anything_is_written() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("entry").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    // An entry of a live client (this one listens on its waiter channel
+    // while another of its waiters stands in line) but no lease field.
+    let waiter = client
+        .lock_with("entry", LockOptions::default().fair(true))
+        .unwrap();
+    let waiting = tokio::spawn(async move {
+        let r = waiter.acquire(Wait::For(Duration::from_secs(10))).await;
+        (r, waiter)
+    });
+    let queued = support::eventually(Duration::from_secs(5), || {
+        server
+            .conn()
+            .llen::<_, usize>("rlock:{entry}:queue")
+            .unwrap()
+            == 1
+    })
+    .await;
+    assert!(queued);
+    let mut c = server.conn();
+    let _: () = c
+        .lpush("rlock:{entry}:queue", format!("{}:nolease", client.id()))
+        .unwrap();
+    assert_eq!(lock.release().await.unwrap(), 0);
+    let (r, waiter) = support::finished(waiting, Duration::from_secs(5)).await;
+    r.unwrap();
+    assert!(waiter.owned().await.unwrap());
+}
+
+#[tokio::test]
+async fn concurrent_acquisitions_of_one_owner_are_each_counted() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client.lock("shared-handle").unwrap();
+    let both = futures_join(lock.acquire(Wait::Once), lock.acquire(Wait::Once)).await;
+    assert!(both.0.is_ok() && both.1.is_ok(), "{both:?}");
+    assert_eq!(count(&server, "shared-handle"), Some(2));
+    assert_eq!(lock.release().await.unwrap(), 1);
+    assert_eq!(lock.release().await.unwrap(), 0);
+}
+
+async fn futures_join<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> (A::Output, B::Output) {
+    tokio::join!(a, b)
+}
