@@ -332,3 +332,19 @@ async fn counter_worker() {
     let locks = (0..4).map(|_| client.lock("counted").unwrap()).collect();
     support::contend(locks, 50, data).await;
 }
+
+#[tokio::test]
+async fn a_release_answers_the_count_a_majority_still_has() {
+    let nodes = servers(3);
+    let client = client(&nodes).await;
+    let lock = client.lock("stale").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    // One master holds a count the others do not (a stale write).
+    let _: () = nodes[0].conn().hset("rlock:{stale}", "count", 5).unwrap();
+    assert_eq!(lock.release().await.unwrap(), 1);
+    assert_eq!(lock.release().await.unwrap(), 0);
+    // Released on a majority: another client takes it at once.
+    let other = client.lock("stale").unwrap();
+    assert!(other.try_acquire().await.unwrap().is_some());
+}
