@@ -17,7 +17,8 @@
 -- ARGV[6] the re-entry count this owner believes it holds before this
 --         request, sent as is on every send of one request: a count below
 --         it means this release was applied already (its reply was lost),
---         and it is answered again, not applied twice. "-1": unknown.
+--         and it is answered again, not applied twice; a count above it is
+--         taken as it ("-1": unknown, the count as Redis has it).
 -- ARGV[7] the fencing token of the holding to release; "0": whichever
 --         holding this owner has (a grant to a waiter that left is passed on
 --         with its token, so no later holding of that owner is touched)
@@ -34,13 +35,18 @@ if not count then
   return refused
 end
 local before = tonumber(ARGV[6]) or -1
-if before > 0 and count < before then
-  return count
+if before > 0 then
+  if count < before then
+    return count
+  end
+  -- More than the owner believes: a re-entry whose reply it never got
+  -- (both sends failed) was never granted to it, and counts for nothing.
+  count = before
 end
 if count > 1 then
-  count = redis.call('HINCRBY', KEYS[1], 'count', -1)
+  redis.call('HSET', KEYS[1], 'count', count - 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return count
+  return count - 1
 end
 -- The last acquisition: the holding ends here (a handoff writes a new one).
 -- Everything a handoff needs is read before its first write.

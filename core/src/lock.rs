@@ -198,7 +198,8 @@ pub struct Lock {
     keys: Arc<Keys>,
     owner: Arc<str>,
     options: LockOptions,
-    /// This owner's turn on this lock: one request at a time (see `turns.rs`).
+    /// This owner's turns on this lock: one request and one wait at a time
+    /// (see `turns.rs`).
     turn: Turn,
 }
 
@@ -299,6 +300,18 @@ impl Lock {
         inner.waiters.cleaned_up(&self.keys.lock, &self.owner).await;
         let start = Instant::now();
         let deadline = wait.deadline(start);
+        // Another wait of this owner (a clone, a handle used twice at once)
+        // goes first; this one then re-enters at once if that one got it.
+        // A single attempt never stands in line, so it needs no turn.
+        let _waiting = match deadline {
+            _ if wait.is_once() => None,
+            None => Some(self.turn.wait.lock().await),
+            Some(d) => Some(
+                tokio::time::timeout_at(d, self.turn.wait.lock())
+                    .await
+                    .map_err(|_| self.timeout(None))?,
+            ),
+        };
         let fair = self.options.fair;
         // One Redis deployment keeps a waiting line (Redlock has none). Fair
         // waiters join it at once; the others once they have waited
@@ -475,19 +488,24 @@ impl Lock {
                     // whether it holds the grant.
                     let grant = Grant { lock: Some(self.clone()), fence };
                     let confirmed = self.confirm_handoff(fence, busy_in_line_since).await;
-                    let lock = grant.settle();
                     self.took_in_line(fence);
                     match confirmed {
-                        Ok(Some(acquired)) => return Ok(acquired),
+                        Ok(Some(acquired)) => {
+                            grant.settle();
+                            return Ok(acquired);
+                        }
                         // The grant ended before this waiter could confirm it:
                         // try again at once.
-                        Ok(None) => {}
+                        Ok(None) => {
+                            grant.settle();
+                        }
                         Err(e) => {
                             // Given back like an acquisition too few replicas
-                            // have (or one Redis did not confirm): wait on,
-                            // after a pause.
+                            // have (or one Redis did not confirm), in the
+                            // background until Redis answers: wait on, after
+                            // a pause.
                             tracing::debug!(lock = %self.name, error = %e, "handoff not confirmed");
-                            let _ = lock.pass_on(fence).await;
+                            drop(grant);
                             cause = Some(e.to_string());
                             backoff = true;
                             retry_in_ms = rand::random_range(5..=50);
@@ -562,6 +580,15 @@ impl Lock {
         let inner = &self.client.inner;
         let lease = self.options.first_lease();
         let replicas = self.options.sync_replicas;
+        let _turn = self.turn.request.lock().await;
+        if self
+            .view()
+            .is_some_and(|v| v.fence == fence && v.lost.is_none())
+        {
+            // A single attempt of this owner took this grant meanwhile: this
+            // wait re-enters it with its next attempt instead.
+            return Ok(None);
+        }
         let now = Instant::now();
         let sent = match since {
             Some((sent, issued))
@@ -570,7 +597,6 @@ impl Lock {
                 sent
             }
             _ => {
-                let _turn = self.turn.lock().await;
                 let sent = Instant::now();
                 let confirmed = inner
                     .deployment
@@ -615,7 +641,7 @@ impl Lock {
     async fn pass_on(&self, fence: u64) -> Result<()> {
         let inner = &self.client.inner;
         let lease = self.options.first_lease().as_millis() as u64;
-        let _turn = self.turn.lock().await;
+        let _turn = self.turn.request.lock().await;
         if self.view().is_some_and(|v| v.fence == fence) {
             return Ok(());
         }
@@ -665,7 +691,7 @@ impl Lock {
 
     async fn attempt_inner(&self, enqueue: bool) -> Result<Attempt> {
         let inner = &self.client.inner;
-        let _request = self.turn.lock().await;
+        let _request = self.turn.request.lock().await;
         let lease = self.options.first_lease();
         let request = AcquireRequest {
             keys: &self.keys,
@@ -716,7 +742,7 @@ impl Lock {
     /// owner does not hold it, and never touches another owner's lock.
     pub async fn release(&self) -> Result<u32> {
         let inner = &self.client.inner;
-        let _request = self.turn.lock().await;
+        let _request = self.turn.request.lock().await;
         // What remains after a nested release keeps the lease this holding
         // runs on, so Redis and the holder agree on when it ends.
         let lease = inner
@@ -799,7 +825,7 @@ impl Lock {
             None => self.options.ttl,
         };
         let inner = &self.client.inner;
-        let _request = self.turn.lock().await;
+        let _request = self.turn.request.lock().await;
         let sent = Instant::now();
         let outcome = Box::pin(inner.deployment.extend(
             &self.keys,
@@ -944,9 +970,9 @@ struct Grant {
 }
 
 impl Grant {
-    /// The wait knows now, and deals with the grant itself.
-    fn settle(mut self) -> Lock {
-        self.lock.take().expect("settled once")
+    /// The wait holds the grant, or it had ended: nothing to pass on.
+    fn settle(mut self) {
+        self.lock = None;
     }
 }
 

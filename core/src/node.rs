@@ -417,9 +417,10 @@ impl Node {
     /// request carries the holder's view (`of`), so one sent again after a
     /// lost reply is answered, not applied twice (a last release that handed
     /// the lock over is recognised by the new holding, which names it); a
-    /// last release sent again that finds the key gone before the holder's
-    /// lease ended counts as released: only its own first send could have
-    /// deleted a lock whose lease still ran.
+    /// last release sent again that finds the key gone or someone else's
+    /// before the holder's lease ended counts as released: only its own
+    /// first send could have ended a holding whose lease still ran (the new
+    /// holder may have passed it on already).
     pub(crate) async fn release(
         &self,
         keys: &Keys,
@@ -444,9 +445,10 @@ impl Node {
             .arg(of.fence);
         match self.call::<i64>(&call).await {
             Err(e) if is_transient(&e) => match self.call::<i64>(&call).await? {
-                -1 if of
-                    .last_valid_until
-                    .is_some_and(|t| tokio::time::Instant::now() < t) =>
+                -1 | -2
+                    if of
+                        .last_valid_until
+                        .is_some_and(|t| tokio::time::Instant::now() < t) =>
                 {
                     Ok(0)
                 }

@@ -158,13 +158,15 @@ impl Waiters {
         let needed = feeds / 2 + 1;
         let until = tokio::time::Instant::now() + SUBSCRIBE_WAIT;
         let until = deadline.map_or(until, |d| d.min(until));
-        let _ = tokio::time::timeout_at(until, confirmed.wait_for(|n| *n >= needed)).await;
-        Ticket {
+        // Made before waiting: a join dropped meanwhile still leaves.
+        let ticket = Ticket {
             waiters: self.clone(),
             channel: channel.to_owned(),
             wake,
             handoff,
-        }
+        };
+        let _ = tokio::time::timeout_at(until, confirmed.wait_for(|n| *n >= needed)).await;
+        ticket
     }
 
     fn tell_feeds(&self, channel: &str) {

@@ -347,3 +347,81 @@ async fn futures_join<A: std::future::Future, B: std::future::Future>(
 ) -> (A::Output, B::Output) {
     tokio::join!(a, b)
 }
+
+#[tokio::test]
+async fn two_waits_of_one_owner_hold_the_lock_once_each_in_turn() {
+    let server = RedisServer::start();
+    let holding = Client::connect(&server.url()).await.unwrap();
+    let holder = holding
+        .lock_with("twice", LockOptions::default().fair(true))
+        .unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let lock = client
+        .lock_with("twice", LockOptions::default().fair(true))
+        .unwrap();
+    let waits: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.acquire(Wait::For(Duration::from_secs(10))).await })
+        })
+        .collect();
+    let queued = support::eventually(Duration::from_secs(5), || {
+        server
+            .conn()
+            .llen::<_, usize>("rlock:{twice}:queue")
+            .unwrap()
+            == 1
+    })
+    .await;
+    assert!(queued);
+    holder.release().await.unwrap();
+    let mut counts = Vec::new();
+    for w in waits {
+        counts.push(
+            support::finished(w, Duration::from_secs(5))
+                .await
+                .unwrap()
+                .count,
+        );
+    }
+    counts.sort_unstable();
+    assert_eq!(counts, [1, 2], "both waits came back as the first holding");
+    assert_eq!(count(&server, "twice"), Some(2));
+    assert_eq!(lock.release().await.unwrap(), 1);
+    assert_eq!(lock.release().await.unwrap(), 0);
+    assert!(holder.try_acquire().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_re_entry_whose_every_reply_was_lost_does_not_keep_the_lock_after_the_last_release() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port);
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let lock = client.lock("reentry").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let acquire = sha(&format!(
+        "{}\n{}",
+        include_str!("../../lua/queue.lua"),
+        include_str!("../../lua/acquire.lua")
+    ));
+    proxy.cut_on(&acquire, Cut::AfterForward, 2);
+    let unknown = lock.acquire(Wait::Once).await;
+    assert!(matches!(unknown, Err(Error::Connection(_))), "{unknown:?}");
+    assert_eq!(proxy.cuts_done(), 2);
+    assert_eq!(
+        count(&server, "reentry"),
+        Some(2),
+        "the re-entry never landed"
+    );
+    // The owner released what it knows it holds: the lock is free.
+    assert_eq!(lock.release().await.unwrap(), 0);
+    let rival = Client::connect(&server.url()).await.unwrap();
+    assert!(rival
+        .lock("reentry")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_some());
+}
