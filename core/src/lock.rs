@@ -779,7 +779,12 @@ impl Lock {
                 Ok(remaining)
             }
             Err(reason) => {
-                releasing.forget();
+                if of.before > 1 {
+                    // An outer scope still believes it holds it: tell it.
+                    releasing.lost(reason);
+                } else {
+                    releasing.forget();
+                }
                 tracing::debug!(lock = %self.name, %reason, "release refused");
                 Err(Error::NotOwned {
                     name: self.name.to_string(),

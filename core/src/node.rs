@@ -443,17 +443,21 @@ impl Node {
             .arg(self.numsub_command())
             .arg(of.before)
             .arg(of.fence);
+        let released_earlier = |v: i64| {
+            matches!(v, -1 | -2)
+                && of
+                    .last_valid_until
+                    .is_some_and(|t| tokio::time::Instant::now() < t)
+        };
+        // redis-rs sends a request again itself on a Cluster (after a
+        // reset, or a MOVED), so even a first answer may be a resend's.
+        let resends_itself = matches!(self.route, Route::Cluster(_));
         match self.call::<i64>(&call).await {
             Err(e) if is_transient(&e) => match self.call::<i64>(&call).await? {
-                -1 | -2
-                    if of
-                        .last_valid_until
-                        .is_some_and(|t| tokio::time::Instant::now() < t) =>
-                {
-                    Ok(0)
-                }
+                v if released_earlier(v) => Ok(0),
                 other => Ok(other),
             },
+            Ok(v) if resends_itself && released_earlier(v) => Ok(0),
             other => other,
         }
     }

@@ -145,6 +145,12 @@ impl Releasing<'_> {
         }
     }
 
+    /// Redis said a nested release's holding was not this owner's: it was
+    /// lost, and stays so for the scope that still holds it.
+    pub(crate) fn lost(&self, reason: NotOwnedReason) {
+        self.with(|h| h.lose(reason.into()));
+    }
+
     /// Redis said it was not this owner's: renewals for it stop here.
     pub(crate) fn forget(&self) {
         if self.with(|_| ()).is_some() {
@@ -251,11 +257,19 @@ impl Holdings {
     }
 
     pub(crate) fn view(&self, key: &str, owner: &str) -> Option<HoldingView> {
-        self.with(key, owner, |h| HoldingView {
-            fence: h.fence,
-            count: h.count,
-            lost: *h.lost.borrow(),
-            expires_at: h.expires_at,
+        self.with(key, owner, |h| {
+            // The loop marks a lapsed lease lost when it wakes; a reader
+            // must not hear "held" from a loop that was late (a starved
+            // runtime thread) or asleep.
+            if h.lost.borrow().is_none() && Instant::now() >= h.expires_at {
+                h.lose(h.expiry_reason());
+            }
+            HoldingView {
+                fence: h.fence,
+                count: h.count,
+                lost: *h.lost.borrow(),
+                expires_at: h.expires_at,
+            }
         })
     }
 

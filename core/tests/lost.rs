@@ -177,3 +177,34 @@ async fn the_same_owner_taking_back_a_holding_it_lost_track_of_is_not_a_reentry(
     assert_eq!(lock.release().await.unwrap(), 0, "one release frees it");
     assert!(!lock.locked().await.unwrap());
 }
+
+#[tokio::test]
+async fn a_nested_release_refused_tells_the_outer_scope_its_lock_was_lost() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let lock = client.lock("nested-gone").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let _: () = redis.conn().del("rlock:{nested-gone}").unwrap();
+    let inner = lock.release().await;
+    assert!(matches!(inner, Err(Error::NotOwned { .. })), "{inner:?}");
+    assert_eq!(lock.lost(), Some(LostReason::Expired));
+    assert!(matches!(lock.finish().await, Err(Error::Lost { .. })));
+}
+
+#[tokio::test]
+async fn a_lapsed_lease_reads_as_lost_whenever_the_renewal_loop_wakes() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let lease = Duration::from_millis(300);
+    let lock = client
+        .lock_with("lapsed", LockOptions::default().ttl(lease).auto_renew(false))
+        .unwrap();
+    let taken = Instant::now();
+    lock.acquire(Wait::Once).await.unwrap();
+    // Read by a thread that never yields to the runtime: the answer comes
+    // from the clock, not from the loop having run.
+    std::thread::sleep(lease);
+    assert!(taken.elapsed() >= lease);
+    assert_eq!(lock.lost(), Some(LostReason::LeaseEnded));
+}
