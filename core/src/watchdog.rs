@@ -146,9 +146,12 @@ impl Releasing<'_> {
     }
 
     /// Redis said a nested release's holding was not this owner's: it was
-    /// lost, and stays so for the scope that still holds it.
+    /// lost, and stays so (holding nothing) for the scope that still holds it.
     pub(crate) fn lost(&self, reason: NotOwnedReason) {
-        self.with(|h| h.lose(reason.into()));
+        self.with(|h| {
+            h.count = 0;
+            h.lose(reason.into());
+        });
     }
 
     /// Redis said it was not this owner's: renewals for it stop here.
