@@ -198,7 +198,10 @@ async fn a_lapsed_lease_reads_as_lost_whenever_the_renewal_loop_wakes() {
     let client = Client::connect(&redis.url()).await.unwrap();
     let lease = Duration::from_millis(300);
     let lock = client
-        .lock_with("lapsed", LockOptions::default().ttl(lease).auto_renew(false))
+        .lock_with(
+            "lapsed",
+            LockOptions::default().ttl(lease).auto_renew(false),
+        )
         .unwrap();
     let taken = Instant::now();
     lock.acquire(Wait::Once).await.unwrap();

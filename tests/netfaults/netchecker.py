@@ -1,0 +1,365 @@
+"""Judges one network-fault schedule after the fact, from what the workers
+recorded (see worker.py) and the faults the driver injected, all on one clock
+(CLOCK_MONOTONIC nanoseconds). One lock per schedule.
+
+A holder *believes* it holds the lock at each `step` stamp (taken before it
+asked whether it was told the lease ended, and the answer was no); it is
+inside from its first belief to its last. An acquisition told lost before its
+first step never entered (counted). The promises, for every schedule:
+
+1. Exclusion: no holder enters while another still believes: every holder's
+   [first belief, last belief] interval holds no other holder's first belief.
+2. Honest loss: a holder without auto-renew stops believing by the end of its
+   lease in Redis (at the latest the lease after its entry or after its last
+   nested acquire or release returned: both reset the lease). A
+   holder whose lease ended while it still ran (another holder
+   entered before it began to let go) was told: a `lost` record, or letting go
+   answered lost / not owned. The other way round, a holder whose whole holding,
+   release included, fitted in its lease with no other entry before its
+   release began, was not told "lost": that report would be false (timed from
+   the start of its wait, which is as early as its lease can start). Excused: a
+   stall between the start of its wait and its exit (renewals starve, and a
+   lease timed from a stalled request may be over on arrival), or two broken
+   command connections then (a request and its one retry may both fail).
+3. Waiting: no waiter waits through a stretch longer than `Bounds.free_ms` while
+   the lock is free (held by nobody on the records' evidence):
+   - `SLACK_MS` on a fault-free wire (a release message wakes a waiter at once,
+     a handoff names it at once; the slack is scheduling on a loaded machine);
+   - plus, for faults overlapping the stretch, what they cost a wake-up: a stall
+     its length; a reply delay 4 x its delay (the release message or handoff,
+     the attempt's reply, a resubscription's confirmation, one more attempt),
+     and under Redlock, when it is over the node timeout, its whole length; a
+     reset, cut request or dropped reply `RECONNECT_MS` (a fresh connection and
+     the retry);
+   - plus, once any fault could have lost a message on a pub/sub connection (a
+     reset, cut request or dropped reply on pub/sub or any connection), the
+     waiter's fallback:
+     the lease it last saw, +5% jitter, +50 ms.
+   A lock counts as taken from a holder's `enter` until it let go (`exit` after
+   a release), or until its lease may have ended when it did not let go cleanly:
+   `LOST_SLACK` after it was told lost, the whole lease after an error.
+   A timed-out wait ends no later than its deadline + the same bound.
+4. Fencing: tokens strictly increase across holders in the order they entered (not under
+   Redlock, which promises no token order: each master counts on its own). The
+   same owner getting the same token again after its release went unanswered
+   is that holding resumed, not a new one: counted.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+MS = 1_000_000
+SLACK_MS = 250
+RECONNECT_MS = 250
+# A holder is told lost by its own clock before Redis lets the key go: at most
+# lease x 1% + 2 ms before (README, Guarantees); plus polling the flag late.
+LOST_SLACK_MS = 20
+
+
+@dataclass
+class Section:
+    task: str
+    token: Optional[int]
+    enter: int
+    ttl_ms: float
+    asked: int = 0  # when its wait began: the request that set its lease left after this
+    renewed: int = 0  # the latest moment a request of its own may have reset its lease
+    auto_renew: bool = True
+    beliefs: List[int] = field(default_factory=list)
+    lost: Optional[int] = None
+    rel: Optional[int] = None
+    exit: Optional[int] = None
+    out: Optional[str] = None
+
+    @property
+    def inside(self) -> bool:
+        """Whether it ever believed it held the lock (one step at least): a
+        holding told lost before its first step never entered."""
+        return bool(self.beliefs)
+
+    @property
+    def believed_from(self) -> int:
+        return self.beliefs[0]
+
+    @property
+    def believed_until(self) -> int:
+        return self.beliefs[-1]
+
+    @property
+    def told(self) -> bool:
+        return self.lost is not None or self.out in ("lost", "notowned")
+
+    def held_until(self) -> int:
+        """The latest the lock may have stayed taken by this holding."""
+        end = self.exit if self.exit is not None else max([self.enter, *self.beliefs])
+        if self.out == "released":
+            return end
+        if self.told:
+            told = min(t for t in (self.lost, self.exit) if t is not None)
+            return told + int((self.ttl_ms * 0.01 + LOST_SLACK_MS) * MS)
+        return end + int(self.ttl_ms * MS)
+
+    def __str__(self) -> str:
+        return f"{self.task}#{self.token}"
+
+
+@dataclass
+class Wait:
+    task: str
+    start: int
+    ttl_ms: float
+    timeout_ms: Optional[float]
+    end: Optional[int] = None
+    out: Optional[str] = None
+
+
+@dataclass
+class Report:
+    problems: List[str] = field(default_factory=list)
+    figures: Dict[str, Any] = field(default_factory=dict)
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.figures[key] = self.figures.get(key, 0) + n
+
+    def peak(self, key: str, value: float) -> None:
+        self.figures[key] = max(self.figures.get(key, 0), round(value, 1))
+
+    def fail(self, promise: str, problem: str) -> None:
+        if len(self.problems) < 20:
+            self.problems.append(f"[{promise}] {problem}")
+        self.count("violations")
+
+    @property
+    def violations(self) -> int:
+        return int(self.figures.get("violations", 0))
+
+
+@dataclass
+class Fault:
+    """One fault as injected: `at` (ns), what, on which kind of connection, for how long."""
+
+    at: int
+    what: str  # drop_reply | delay | stall | reset | cut_request
+    kind: str  # cmd | pubsub | any
+    for_ms: float = 0.0
+    ms: float = 0.0
+
+    @property
+    def until(self) -> int:
+        return self.at + int(self.for_ms * MS)
+
+    def cost_ms(self, node_timeout_ms: Optional[float] = None) -> float:
+        if self.what == "stall":
+            return self.for_ms
+        if self.what == "delay":
+            # Under Redlock a reply slower than the node timeout counts as no
+            # reply: no attempt can succeed while the delay lasts.
+            slow = node_timeout_ms is not None and self.ms >= node_timeout_ms
+            return 4 * self.ms + (self.for_ms if slow else 0)
+        return RECONNECT_MS
+
+    @property
+    def may_lose_messages(self) -> bool:
+        return self.what in ("reset", "drop_reply", "cut_request") and self.kind in ("pubsub", "any")
+
+
+def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]) -> Tuple[List[Section], List[Wait], List[str]]:
+    sections: List[Section] = []
+    waits: List[Wait] = []
+    notes: List[str] = []
+    open_section: Dict[str, Section] = {}
+    open_wait: Dict[str, Wait] = {}
+    for r in records:
+        k, e = r["k"], r["e"]
+        task = tasks[k]
+        if e == "wait":
+            open_wait[k] = Wait(k, r["t"], task["ttl_ms"], task.get("timeout_ms"))
+            waits.append(open_wait[k])
+        elif e == "waited":
+            w = open_wait.pop(k)
+            w.end, w.out = r["t"], r["out"]
+        elif e == "enter":
+            w = open_wait.pop(k)
+            w.end, w.out = r["t"], "acquired"
+            open_section[k] = Section(k, r["tok"], r["t"], task["ttl_ms"], asked=w.start, renewed=r["t"],
+                                      auto_renew=task.get("auto_renew", True))
+            sections.append(open_section[k])
+        elif e == "step":
+            open_section[k].beliefs.append(r["t"])
+        elif e == "nested":
+            open_section[k].renewed = max(open_section[k].renewed, r["t"])
+        elif e == "lost":
+            s = open_section[k]
+            s.lost = r["t"] if s.lost is None else min(s.lost, r["t"])
+        elif e == "rel":
+            open_section[k].rel = r["t"]
+        elif e == "exit":
+            s = open_section.pop(k)
+            s.exit, s.out = r["t"], r["out"]
+        elif e == "note":
+            notes.append(f"{k}: {r['what']}")
+    return sections, waits, notes
+
+
+def check(
+    records: Iterable[Dict[str, Any]],
+    tasks: Dict[str, Dict[str, Any]],
+    faults: Sequence[Fault] = (),
+    fencing: bool = True,
+    node_timeout_ms: Optional[float] = None,
+) -> Report:
+    """`tasks`: each task's settings by task id (ttl_ms, timeout_ms as given
+    to the worker); `fencing`: whether tokens must grow (not under Redlock);
+    `node_timeout_ms`: a Redlock's node timeout."""
+    report = Report()
+    sections, waits, notes = build(records, tasks)
+    # Promises 1, 2 and 4 are about holders that believed they held the lock,
+    # in the order they began to (an acquisition told lost before its first
+    # step never used the lock, nor its token).
+    inside = sorted((s for s in sections if s.inside), key=lambda s: s.believed_from)
+    starts = [s.believed_from for s in inside]
+    for n in notes:
+        report.count("nested calls that failed")
+    for s in sections:
+        report.count("holdings")
+        if not s.inside:
+            report.count("acquisitions already lost when they returned")
+        if s.told:
+            report.count("losses told")
+        if s.out is None:
+            report.fail("1", f"{s} never let go (no exit recorded)")
+        elif s.out.startswith("error"):
+            report.count("release errors")
+
+    # 1. Exclusion, and 2. honest loss.
+    for a in inside:
+        i = bisect.bisect_right(starts, a.believed_from)
+        later = inside[i:]
+        for b in later:
+            if b.believed_from > a.believed_until:
+                break
+            report.fail("1", f"{b} entered while {a} still believed it held the lock "
+                             f"(until {(a.believed_until - b.believed_from) / MS:.1f} ms later)")
+        let_go = a.rel if a.rel is not None else a.exit
+        cut_short = [b for b in later if let_go is None or b.believed_from < let_go]
+        if cut_short and not a.told:
+            b = cut_short[0]
+            report.fail("2", f"{b} entered {(b.believed_from - a.believed_until) / MS:.1f} ms after {a}'s last "
+                             f"belief, before it let go, and {a} was never told (let go with {a.out!r})")
+        # Unrenewed, Redis lets the lease go by the lease after the last request
+        # that set it; believing past that is believing past Redis' expiry.
+        expiry = a.renewed + int(a.ttl_ms * MS)
+        if not a.auto_renew and a.believed_until > expiry:
+            report.fail("2", f"{a} still believed it held the lock {(a.believed_until - expiry) / MS:.1f} ms "
+                             f"after its unrenewed {a.ttl_ms:.0f} ms lease ended in Redis")
+
+    for a in sections:
+        let_go = a.rel if a.rel is not None else a.exit
+        rivals = [b for b in inside if b is not a and a.enter <= b.believed_from and (let_go is None or b.believed_from < let_go)]
+        if a.told and not rivals and a.exit is not None:
+            # The lease is timed from before the request that set it, which may
+            # have left any time during the wait.
+            during = [f for f in faults if f.at <= a.exit and f.until >= a.asked]
+            delayed = max((f.ms for f in during if f.what == "delay"), default=0)
+            # A stall starves renewals; two broken connections can fail a request
+            # and its one retry, leaving the outcome unknown: losses the core must
+            # report. One broken connection is retried, and must not be.
+            excused = any(f.what == "stall" for f in during) or sum(
+                f.what in ("reset", "drop_reply", "cut_request") and f.kind != "pubsub" for f in during) >= 2
+            # Counted from the start of its wait: a holder handed the lock through
+            # the line cannot know when the handoff set its lease, and may count
+            # it from its own last request.
+            within = (a.exit - a.asked) / MS + delayed < a.ttl_ms * 0.99 - 2 - SLACK_MS / 5
+            if within and not excused:
+                report.fail("2", f"{a} was told lost (let go with {a.out!r}) though its wait and holding, "
+                                 f"release included, lasted {(a.exit - a.asked) / MS:.0f} ms of a "
+                                 f"{a.ttl_ms:.0f} ms lease and nobody else entered")
+            else:
+                report.count("losses under faults")
+
+    # 4. Fencing.
+    for a, b in zip(inside, inside[1:]):
+        if a.token is not None and b.token is not None and not b.token > a.token:
+            if a.task == b.task and a.token == b.token and a.out is not None and a.out.startswith("error"):
+                # Its release went unanswered: the same owner taking the name
+                # again resumes that holding (README, Guarantees: the watchdog).
+                report.count("holdings resumed after an unanswered release")
+            elif fencing:
+                report.fail("4", f"{b} entered after {a} with token {b.token} <= {a.token}")
+            else:
+                report.count("tokens out of entry order (Redlock: none promised)")
+
+    # 3. Waiting.
+    busy = merge([(s.enter, s.held_until()) for s in sections])
+    lossy = sorted(f.at for f in faults if f.may_lose_messages)
+    for w in waits:
+        report.count("waits")
+        if w.end is None:
+            report.fail("3", f"{w.task}'s wait never ended")
+            continue
+        if w.out is not None and w.out.startswith("error"):
+            report.count("waits ended by an error")
+        if w.out == "timeout":
+            report.count("timeouts")
+            if w.timeout_ms is None:
+                report.fail("3", f"{w.task} timed out with no timeout set")
+            else:
+                late = (w.end - w.start) / MS - w.timeout_ms
+                report.peak("max timeout overshoot ms", late)
+                if late > SLACK_MS + allowance(w, w.start, w.end, faults, lossy, node_timeout_ms):
+                    report.fail("3", f"{w.task} gave up {late:.0f} ms past its deadline")
+        if w.out not in ("acquired", "timeout"):
+            continue
+        lo, hi = longest_free(busy, w.start, w.end)
+        gap = (hi - lo) / MS
+        report.peak("max free while waiting ms", gap)
+        bound = SLACK_MS + allowance(w, lo, hi, faults, lossy, node_timeout_ms)
+        margin = report.figures.get("closest wait to its bound ms")
+        if margin is None or gap - bound > margin:
+            report.figures["closest wait to its bound ms"] = round(gap - bound, 1)
+        if gap > bound:
+            report.fail("3", f"{w.task} waited through {gap:.0f} ms while the lock was free "
+                             f"(bound {bound:.0f} ms from the faults)")
+    report.figures.setdefault("violations", 0)
+    return report
+
+
+def allowance(w: Wait, lo: int, hi: int, faults: Sequence[Fault], lossy: List[int],
+              node_timeout_ms: Optional[float] = None) -> float:
+    """What the faults around [lo, hi] may add to a wake-up, in ms (see 3.)."""
+    reach = int((w.ttl_ms * 1.05 + 50 + SLACK_MS) * MS)
+    extra = sum(f.cost_ms(node_timeout_ms) for f in faults if f.at <= hi and f.until + reach >= lo)
+    i = bisect.bisect_right(lossy, hi)
+    if i and lossy[i - 1] >= w.start - reach:
+        extra += w.ttl_ms * 1.05 + 50
+    return extra
+
+
+def merge(spans: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    out: List[Tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def longest_free(busy: List[Tuple[int, int]], lo: int, hi: int) -> Tuple[int, int]:
+    """The longest stretch of [lo, hi] outside every busy span (merged, sorted)."""
+    best, at = (lo, lo), lo
+    for b_lo, b_hi in busy:
+        if b_lo >= hi:
+            break
+        if b_hi <= at:
+            continue
+        if b_lo - at > best[1] - best[0]:
+            best = (at, b_lo)
+        at = max(at, b_hi)
+    if hi - at > best[1] - best[0]:
+        best = (at, hi)
+    return best

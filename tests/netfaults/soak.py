@@ -1,0 +1,42 @@
+"""`make soak-network`: thousands of network-fault schedules in one run.
+
+    python tests/netfaults/soak.py [SCHEDULES] [FIRST_SEED]
+
+Prints each violating schedule as it is found (with its replay command), then
+the schedules run, the faults injected by kind and the violations; exits 1 on
+any violation."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from driver import Driver  # noqa: E402
+
+
+def main() -> int:
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    driver = Driver(keep=os.environ.get("RLOCK_NETFAULTS_KEEP"))
+    started = time.monotonic()
+    try:
+        for seed in range(first, first + count):
+            outcome = driver.run(seed)
+            if outcome.report.violations:
+                print(outcome.explain(), flush=True)
+            if (seed - first + 1) % 100 == 0:
+                print(f"... {seed - first + 1} schedules, {time.monotonic() - started:.0f} s", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    finally:
+        driver.close()
+    for line in driver.summary():
+        print(line)
+    return 1 if any(o.report.violations for o in driver.outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

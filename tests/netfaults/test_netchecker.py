@@ -1,0 +1,187 @@
+"""The checker itself, on hand-made records: each promise fails on records that
+break it and holds on records that keep it, and the waiting bound grows only
+by what the recorded faults cost."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from netchecker import MS, SLACK_MS, Fault, check
+
+TASKS = {k: {"ttl_ms": 500, "timeout_ms": 1000} for k in ("a", "b", "c")}
+
+
+def ms(t: float) -> int:
+    return int(t * MS)
+
+
+def holding(k: str, tok: int, enter: float, last: float, exit: float, out: str = "released",
+            wait: Optional[float] = None, lost: Optional[float] = None,
+            rel: Optional[float] = None) -> List[Dict[str, Any]]:
+    """Records of one holding (times in ms), waited for from `wait`, letting
+    go from `rel` (default: just after its last belief)."""
+    rows = [
+        {"e": "wait", "k": k, "t": ms(enter - 1 if wait is None else wait)},
+        {"e": "enter", "k": k, "tok": tok, "t": ms(enter)},
+        {"e": "step", "k": k, "tok": tok, "t": ms(enter)},
+        {"e": "step", "k": k, "tok": tok, "t": ms(last)},
+    ]
+    if lost is not None:
+        rows.append({"e": "lost", "k": k, "tok": tok, "t": ms(lost)})
+    rows.append({"e": "rel", "k": k, "tok": tok, "t": ms(rel if rel is not None else max(last, lost or 0) + 0.1)})
+    rows.append({"e": "exit", "k": k, "tok": tok, "t": ms(exit), "out": out})
+    return rows
+
+
+def problems(records: List[Dict[str, Any]], faults: List[Fault] = [], fencing: bool = True) -> List[str]:
+    return check(records, TASKS, faults, fencing).problems
+
+
+def test_holders_one_after_the_other_pass() -> None:
+    assert problems(holding("a", 1, 0, 10, 11) + holding("b", 2, 12, 20, 21, wait=5)) == []
+
+
+def test_a_holder_entering_while_another_still_believes_fails() -> None:
+    found = problems(holding("a", 1, 0, 30, 31) + holding("b", 2, 12, 40, 41))
+    assert any(p.startswith("[1]") and "still believed" in p for p in found), found
+
+
+def test_a_holder_cut_short_and_never_told_fails() -> None:
+    # b entered between a's last belief and a's letting go (a was slow to
+    # start its release): a's lease ended while it ran.
+    found = problems(holding("a", 1, 0, 10, 31, rel=30) + holding("b", 2, 12, 20, 21))
+    assert any(p.startswith("[2]") and "never told" in p for p in found), found
+
+
+def test_a_holder_cut_short_and_told_passes() -> None:
+    told = holding("a", 1, 0, 10, 31, out="lost", lost=11, rel=30)
+    assert problems(told + holding("b", 2, 12, 20, 21)) == []
+
+
+def test_a_loss_reported_inside_the_lease_with_no_rival_fails() -> None:
+    found = problems(holding("a", 1, 0, 100, 102, out="notowned"))
+    assert any(p.startswith("[2]") and "told lost" in p for p in found), found
+    # Counted from the start of the wait: a waiter handed the lock may time
+    # its lease from its own last request.
+    waited = holding("b", 1, 0, 280, 290) + holding("a", 2, 300, 450, 460, out="lost", wait=0)
+    assert problems(waited) == []
+
+
+def test_a_loss_reported_past_the_lease_or_under_a_stall_passes() -> None:
+    assert problems(holding("a", 1, 0, 520, 521, out="lost")) == []
+    stall = Fault(ms(50), "stall", "cmd", for_ms=300)
+    assert problems(holding("a", 1, 0, 100, 102, out="lost"), [stall]) == []
+
+
+def test_believing_past_an_unrenewed_lease_fails_even_with_no_rival() -> None:
+    tasks = {"a": {"ttl_ms": 500, "timeout_ms": None, "auto_renew": False}}
+    past = holding("a", 1, 0, 510, 511)
+    found = check(past, tasks, []).problems
+    assert any(p.startswith("[2]") and "after its unrenewed" in p for p in found), found
+    assert check(holding("a", 1, 0, 490, 491), tasks, []).problems == []
+    # A nested acquire or release resets the lease: it runs from the last one.
+    reentered = past[:2] + [{"e": "nested", "k": "a", "tok": 1, "t": ms(20)}] + past[2:]
+    assert check(reentered, tasks, []).problems == []
+    long = holding("a", 1, 0, 700, 701)
+    nested = long[:2] + [{"e": "nested", "k": "a", "tok": 1, "t": ms(t)} for t in (1, 300)] + long[2:]
+    assert check(nested, tasks, []).problems == []
+    nested[3]["t"] = ms(150)  # the nested release returned at 150: its lease ended at 650
+    assert any("after its unrenewed" in p for p in check(nested, tasks, []).problems)
+    # With auto-renew the lease has no end the records can tell.
+    assert check(past, TASKS, []).problems == []
+
+
+def test_tokens_that_do_not_grow_in_entry_order_fail_unless_no_fencing_is_promised() -> None:
+    records = holding("a", 2, 0, 10, 11) + holding("b", 2, 12, 20, 21)
+    assert any(p.startswith("[4]") and "token 2 <= 2" in p for p in problems(records))
+    report = check(records, TASKS, [], fencing=False)
+    assert report.problems == [] and report.figures["tokens out of entry order (Redlock: none promised)"] == 1
+
+
+def test_the_same_owner_resuming_its_holding_after_an_unanswered_release_is_counted() -> None:
+    records = holding("a", 4, 0, 10, 11, out="error:Connection:broken pipe") + holding("a", 4, 13, 20, 21, wait=12)
+    report = check(records, TASKS, [], True)
+    assert report.problems == [] and report.figures["holdings resumed after an unanswered release"] == 1
+    other = holding("a", 4, 0, 10, 11, out="error:Connection:broken pipe") + holding("b", 4, 13, 20, 21, wait=12)
+    assert any(p.startswith("[4]") for p in problems(other))
+
+
+def test_a_waiter_left_waiting_while_the_lock_is_free_fails() -> None:
+    # a lets go at 11; b waited from 5 and enters only at 400: free for 389 ms.
+    records = holding("a", 1, 0, 10, 11) + holding("b", 2, 400, 410, 411, wait=5)
+    found = problems(records)
+    assert any(p.startswith("[3]") and "while the lock was free" in p for p in found), found
+    assert problems(holding("a", 1, 0, 10, 11) + holding("b", 2, 11 + SLACK_MS - 5, 300, 301, wait=5)) == []
+
+
+def test_the_waiting_bound_grows_by_what_the_faults_cost() -> None:
+    records = holding("a", 1, 0, 10, 11) + holding("b", 2, 400, 410, 411, wait=5)
+    # A 200 ms stall of the wire around the gap explains it...
+    assert problems(records, [Fault(ms(20), "stall", "any", for_ms=200)]) == []
+    # ...a 10 ms reply delay does not (4 x 10 ms)...
+    assert problems(records, [Fault(ms(20), "delay", "cmd", for_ms=300, ms=10)]) != []
+    # ...and a reset command connection costs a reconnection, not a lease: it
+    # loses no release message.
+    assert problems(records, [Fault(ms(20), "reset", "cmd")]) == []
+    longer = holding("a", 1, 0, 10, 11) + holding("b", 2, 700, 710, 711, wait=5)
+    assert problems(longer, [Fault(ms(20), "reset", "cmd")]) != []
+    # A reset pub/sub connection may lose the release message: the waiter's
+    # fallback is the lease it saw.
+    assert problems(records, [Fault(ms(8), "reset", "pubsub")]) == []
+    far = holding("a", 1, 0, 10, 11) + holding("b", 2, 1300, 1310, 1311, wait=5)
+    assert problems(far, [Fault(ms(8), "reset", "pubsub")]) != []
+
+
+def test_under_redlock_a_delay_over_the_node_timeout_costs_its_whole_length() -> None:
+    records = holding("a", 1, 0, 10, 11) + holding("b", 2, 1200, 1210, 1211, wait=5)
+    slow = Fault(ms(20), "delay", "cmd", for_ms=900, ms=200)
+    assert check(records, TASKS, [slow], node_timeout_ms=200).problems == []
+    assert check(records, TASKS, [slow]).problems != []
+
+
+def test_a_lost_holder_keeps_the_lock_only_until_its_lease_may_have_ended() -> None:
+    # a held past its 500 ms lease, unrenewed, and was told lost at 505: the
+    # lock may stay taken a few ms more (lease x 1% + polling), not a lease.
+    lost = holding("a", 1, 0, 500, 506, out="lost", lost=505)
+    assert problems(lost + holding("b", 2, 540, 550, 551, wait=5)) == []
+    found = problems(lost + holding("b", 2, 900, 910, 911, wait=5))
+    assert any("while the lock was free" in p for p in found), found
+    # After an error letting go, the outcome is unknown: the whole lease.
+    errored = holding("a", 1, 0, 500, 506, out="error:Connection:reset")
+    assert problems(errored + holding("b", 2, 900, 910, 911, wait=5)) == []
+
+
+def test_a_timeout_past_its_deadline_fails() -> None:
+    waited = [{"e": "wait", "k": "c", "t": ms(0)}, {"e": "waited", "k": "c", "t": ms(1000 + SLACK_MS + 50), "out": "timeout"}]
+    busy = holding("a", 1, 0, 1400, 1401)
+    assert any("past its deadline" in p for p in problems(busy + waited))
+    on_time = [{"e": "wait", "k": "c", "t": ms(0)}, {"e": "waited", "k": "c", "t": ms(1010), "out": "timeout"}]
+    assert problems(busy + on_time) == []
+
+
+def test_an_acquisition_told_lost_before_its_first_step_never_entered() -> None:
+    # b's acquisition came back already lost (its lease ran out on the way,
+    # after a long wait): it never used the lock nor its older token.
+    stale = [
+        {"e": "wait", "k": "b", "t": ms(0)},
+        {"e": "enter", "k": "b", "tok": 2, "t": ms(640)},
+        {"e": "lost", "k": "b", "tok": 2, "t": ms(640.1)},
+        {"e": "rel", "k": "b", "tok": 2, "t": ms(640.2)},
+        {"e": "exit", "k": "b", "tok": 2, "t": ms(641), "out": "lost"},
+    ]
+    records = holding("c", 1, 0, 580, 590) + holding("a", 3, 600, 620, 630, wait=0) + stale
+    report = check(records, TASKS, [], True)
+    assert report.problems == [] and report.figures["acquisitions already lost when they returned"] == 1
+
+
+def test_a_holding_never_let_go_fails() -> None:
+    rows = holding("a", 1, 0, 10, 11)[:-2]
+    assert any("never let go" in p for p in problems(rows))
+
+
+def test_a_loss_after_a_stall_during_the_wait_is_excused() -> None:
+    # The acquire request stalled on the wire before the entry: the lease is
+    # timed from before it, so it may be over on arrival.
+    stalled_wait = holding("a", 1, 300, 320, 322, out="lost", wait=0, lost=321)
+    assert problems(stalled_wait, [Fault(ms(10), "stall", "cmd", for_ms=280)]) == []
+    assert any("told lost" in p for p in problems(stalled_wait))

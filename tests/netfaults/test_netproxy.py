@@ -1,0 +1,111 @@
+"""The fault proxy itself, against a real redis-server: each fault does to the
+wire what the schedules count on, and only to the kind of connection named."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any, Iterator, Tuple
+
+import pytest
+import redis
+
+from deployments import Background, support
+from netproxy import FaultProxy, command_of, split_requests
+
+
+@pytest.fixture(scope="module")
+def wire() -> Iterator[Tuple[FaultProxy, redis.Redis, Background]]:
+    bg = Background()
+    server = support.RedisServer()
+    proxy = bg.run(FaultProxy(bg.loop, server.port).start())
+    yield proxy, server.redis, bg
+    bg.run(proxy.close())
+    server.stop()
+    bg.close()
+
+
+def now_on(bg: Background, fn: Any, *args: Any) -> Any:
+    """Calls `fn` on the proxy's loop and waits for it: the fault is armed
+    before the next request leaves."""
+
+    async def call() -> Any:
+        return fn(*args)
+
+    return bg.run(call())
+
+
+def client(proxy: FaultProxy) -> redis.Redis:
+    # No retries: a test must see the fault, not redis-py's recovery from it.
+    return redis.Redis(port=proxy.port, decode_responses=True, socket_timeout=5,
+                       retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
+
+
+def test_requests_are_split_whole_and_named() -> None:
+    buf = bytearray(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nping\r\n*2\r\n$3\r\nSE")
+    requests = split_requests(buf)
+    assert [command_of(r) for r in requests] == [b"GET", b"PING"]
+    assert bytes(buf) == b"*2\r\n$3\r\nSE"
+
+
+def test_a_dropped_reply_was_applied_and_never_heard(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, direct, bg = wire
+    c = client(proxy)
+    c.ping()
+    before = proxy.injected["drop_reply"]
+    now_on(bg, proxy.drop_reply, "cmd", 1, ["INCR"])
+    with pytest.raises(redis.ConnectionError):
+        c.execute_command("INCR", "dropped")
+    assert direct.get("dropped") == "1"  # Redis applied it
+    assert proxy.injected["drop_reply"] == before + 1
+
+
+def test_a_request_cut_halfway_is_never_applied(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, direct, bg = wire
+    c = client(proxy)
+    c.ping()
+    now_on(bg, proxy.reset, "cmd", "mid")
+    before = proxy.injected["cut_request"]
+    with pytest.raises(redis.ConnectionError):
+        c.incr("cut")
+    assert direct.get("cut") is None
+    assert proxy.injected["cut_request"] == before + 1
+
+
+def test_a_delay_slows_replies_by_its_length(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, _, bg = wire
+    c = client(proxy)
+    c.ping()
+    now_on(bg, proxy.delay, "cmd", 150, 1000)
+    t = time.monotonic()
+    c.ping()
+    assert time.monotonic() - t >= 0.15
+    now_on(bg, proxy.clear)
+
+
+def test_a_stall_holds_everything_then_delivers_it(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, direct, bg = wire
+    c = client(proxy)
+    c.ping()
+    now_on(bg, proxy.stall, "cmd", 300)
+    t = time.monotonic()
+    assert c.incr("stalled") == 1
+    assert time.monotonic() - t >= 0.25
+
+
+def test_faults_on_pub_sub_connections_spare_command_ones(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, _, bg = wire
+    c = client(proxy)
+    sub = c.pubsub()
+    sub.subscribe("chan")
+    assert sub.get_message(timeout=5)["type"] == "subscribe"
+    kinds = lambda: sorted(x.kind for x in proxy.conns if not x.closed)  # noqa: E731
+    deadline = time.monotonic() + 5
+    while "pubsub" not in kinds() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "pubsub" in kinds()
+    now_on(bg, proxy.reset, "pubsub", "all")
+    c.ping()  # the command connection lives on
+    with pytest.raises((redis.ConnectionError, socket.error)):
+        for _ in range(100):
+            sub.get_message(timeout=0.05)

@@ -1,0 +1,18 @@
+"""Randomized network-fault schedules: each seed picks a mode (one server,
+fair mode, Redis Cluster, Redlock over three servers), a lease, Python, Node
+and Rust holders and waiters on one lock, and a timeline of wire faults
+(replies dropped after Redis applied the request, slow replies, stalls,
+resets, on command or pub/sub connections). The checker (netchecker.py) holds
+every run to the lock's promises."""
+
+from __future__ import annotations
+
+import pytest
+
+from driver import Driver
+
+
+def test_the_lock_keeps_its_promises_under_network_faults(driver: Driver, seed: int) -> None:
+    outcome = driver.run(seed)
+    if outcome.report.violations:
+        pytest.fail(outcome.explain(), pytrace=False)

@@ -1,0 +1,131 @@
+'use strict'
+// The Node worker of the network-fault suite: the same commands and records as
+// worker.py (see its docstring). Each task is its own lock handle, so its own
+// owner; tasks of one run share the process's client. Stamps come from
+// process.hrtime.bigint(), which is CLOCK_MONOTONIC, as Python's and Rust's are.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const readline = require('node:readline')
+// The package root, as an application would require it.
+const { Client, LockTimeoutError, LockLostError, LockNotOwnedError } = require(path.join(__dirname, '..', '..'))
+
+const now = () => Number(process.hrtime.bigint())
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const clients = new Map()
+
+// A small seeded generator, so a task's holds and gaps replay with its seed.
+function generator(seed) {
+  let s = seed >>> 0 || 1
+  return () => {
+    s ^= s << 13
+    s ^= s >>> 17
+    s ^= s << 5
+    return (s >>> 0) / 4294967296
+  }
+}
+
+// One client per deployment for the life of the process, as an application
+// keeps one: faults hit its connections, it reconnects.
+async function clientFor(url, cluster) {
+  const key = JSON.stringify([url, cluster])
+  if (!clients.has(key)) clients.set(key, Client.connect(url, { cluster }))
+  return clients.get(key)
+}
+
+function outcome(e) {
+  if (e instanceof LockLostError) return 'lost'
+  if (e instanceof LockNotOwnedError) return 'notowned'
+  return `error:${e?.name}:${e?.message}`.slice(0, 300)
+}
+
+async function runTask(client, task, rec) {
+  const random = generator(task.seed)
+  const uniform = ([lo, hi]) => lo + (hi - lo) * random()
+  const { task: k, name } = task
+  const lock = client.lock(name, {
+    ttlMs: task.ttl_ms,
+    timeoutMs: task.timeout_ms ?? undefined,
+    autoRenew: task.auto_renew,
+    fair: task.fair,
+  })
+  for (let i = 0; i < task.acquisitions; i++) {
+    rec({ e: 'wait', k, n: name, t: now() })
+    try {
+      await lock.acquire()
+    } catch (e) {
+      rec({ e: 'waited', k, n: name, t: now(), out: e instanceof LockTimeoutError ? 'timeout' : outcome(e) })
+      continue
+    }
+    const tok = lock.fencingToken
+    rec({ e: 'enter', k, n: name, tok, t: now() })
+    const hold = uniform(task.hold_ms) * 1e6
+    const end = now() + hold
+    const middle = now() + hold / 2
+    let nested = false
+    if (task.nest) {
+      try {
+        nested = await lock.tryAcquire()
+      } catch (e) {
+        rec({ e: 'note', k, n: name, t: now(), what: `nested acquire: ${outcome(e)}` })
+      }
+      rec({ e: 'nested', k, n: name, tok, t: now() })
+    }
+    for (;;) {
+      const t = now()
+      if (lock.lost) {
+        rec({ e: 'lost', k, n: name, tok, t: now() })
+        break
+      }
+      rec({ e: 'step', k, n: name, tok, t })
+      if (t >= end) break
+      if (nested && t >= middle) {
+        nested = false
+        try {
+          await lock.release()
+        } catch (e) {
+          rec({ e: 'note', k, n: name, t: now(), what: `nested release: ${outcome(e)}` })
+        }
+        rec({ e: 'nested', k, n: name, tok, t: now() })
+      }
+      await sleep(task.step_ms)
+    }
+    rec({ e: 'rel', k, n: name, tok, t: now() })
+    let result = 'released'
+    try {
+      if (nested) await lock.release()
+      await lock.release()
+    } catch (e) {
+      result = outcome(e)
+    }
+    rec({ e: 'exit', k, n: name, tok, t: now(), out: result })
+    const gap = uniform(task.gap_ms)
+    if (gap) await sleep(gap)
+  }
+}
+
+async function run(cmd) {
+  const client = await clientFor(cmd.url, cmd.cluster ?? false)
+  const fd = fs.openSync(cmd.records, 'a')
+  const rec = (fields) => fs.writeSync(fd, JSON.stringify(fields) + '\n')
+  await Promise.all(cmd.tasks.map((task) => runTask(client, task, rec)))
+  fs.closeSync(fd)
+}
+
+async function main() {
+  const lines = readline.createInterface({ input: process.stdin })
+  console.log(JSON.stringify({ ready: true }))
+  for await (const line of lines) {
+    const cmd = JSON.parse(line)
+    if (cmd.op === 'exit') break
+    await run(cmd)
+    console.log(JSON.stringify({ done: cmd.run }))
+  }
+  for (const client of clients.values()) await (await client).close()
+  lines.close()
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})

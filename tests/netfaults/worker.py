@@ -1,0 +1,165 @@
+"""The Python worker of the network-fault suite: one long-lived process that
+runs schedule after schedule, so hundreds of them cost no process start-ups.
+
+Says {"ready": true} on stdout, then reads one JSON command per line on stdin
+and answers one JSON line on stdout:
+
+  {"op": "run", "run": ID, "url": URL | [URLS], "cluster": BOOL, "records": PATH, "tasks": [TASK...]}
+      -> {"done": ID} once every task finished (records appended to PATH)
+  {"op": "exit"} -> the process ends
+
+A TASK is one owner (here a thread) taking one lock again and again:
+
+  {"task": "py.0", "name": NAME, "ttl_ms": 400, "auto_renew": true, "fair": false,
+   "timeout_ms": 1500 | null, "acquisitions": 3, "hold_ms": [50, 300],
+   "gap_ms": [0, 50], "step_ms": 5, "nest": false, "seed": 7}
+
+Each acquisition is held for a time drawn from `hold_ms`, checking the lease
+every `step_ms`; `nest` takes the lock a second time right after entering and
+gives that re-entry back halfway through the hold (a nested release).
+
+Records (JSON lines, stamps are CLOCK_MONOTONIC ns, comparable across the
+Python, Node and Rust workers):
+
+  wait    asks for the lock            waited  gave up (out: timeout | error:...)
+  enter   holds it (tok: fencing token)
+  nested  a nested acquire or release returned (either resets the lease in Redis,
+          so the lease runs at most its length from this stamp)
+  step    a moment the holder still believed it held the lock: stamped *before*
+          asking whether it was told the lease ended, and the answer was no
+  lost    the first time it saw it was told the lease ended
+  rel     about to let go (the release request is sent after this stamp)
+  exit    after letting go (out: released | lost | notowned | error:...)
+  note    something a nested acquire or release answered besides success
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Tuple
+
+import rlock
+
+now = time.monotonic_ns
+clients: Dict[Tuple[str, bool], rlock.Client] = {}
+
+
+class Records:
+    def __init__(self, path: str) -> None:
+        self.file = open(path, "a", buffering=1)
+        self.lock = threading.Lock()
+
+    def add(self, **fields: Any) -> None:
+        line = json.dumps(fields, separators=(",", ":")) + "\n"
+        with self.lock:
+            self.file.write(line)
+
+
+def client_for(url: Any, cluster: bool) -> rlock.Client:
+    # One client per deployment for the life of the process, as an
+    # application keeps one: faults hit its connections, it reconnects.
+    key = (json.dumps(url), cluster)
+    if key not in clients:
+        clients[key] = rlock.Client(url, cluster=cluster)
+    return clients[key]
+
+
+def outcome(e: BaseException) -> str:
+    if isinstance(e, rlock.LockLost):
+        return "lost"
+    if isinstance(e, rlock.LockNotOwned):
+        return "notowned"
+    return f"error:{type(e).__name__}:{e}"[:300]
+
+
+def run_task(client: rlock.Client, task: Dict[str, Any], out: Records) -> None:
+    rng = random.Random(task["seed"])
+    k, name = task["task"], task["name"]
+    timeout = task.get("timeout_ms")
+    lock = client.lock(
+        name,
+        ttl=task["ttl_ms"] / 1000,
+        timeout=None if timeout is None else timeout / 1000,
+        auto_renew=task["auto_renew"],
+        fair=task["fair"],
+    )
+    for _ in range(task["acquisitions"]):
+        out.add(e="wait", k=k, n=name, t=now())
+        try:
+            got = lock.acquire()
+        except Exception as e:  # reported, never fatal: the checker judges it
+            out.add(e="waited", k=k, n=name, t=now(), out=outcome(e))
+            continue
+        if not got:
+            out.add(e="waited", k=k, n=name, t=now(), out="timeout")
+            continue
+        tok = lock.fencing_token
+        out.add(e="enter", k=k, n=name, tok=tok, t=now())
+        hold = int(rng.uniform(*task["hold_ms"]) * 1e6)
+        end, middle = now() + hold, now() + hold // 2
+        nested = False
+        if task.get("nest"):
+            try:
+                nested = lock.acquire(blocking=False)
+            except Exception as e:
+                out.add(e="note", k=k, n=name, t=now(), what=f"nested acquire: {outcome(e)}")
+            out.add(e="nested", k=k, n=name, tok=tok, t=now())
+        while True:
+            t = now()
+            if lock.lost:
+                out.add(e="lost", k=k, n=name, tok=tok, t=now())
+                break
+            out.add(e="step", k=k, n=name, tok=tok, t=t)
+            if t >= end:
+                break
+            if nested and t >= middle:
+                nested = False
+                try:
+                    lock.release()
+                except Exception as e:
+                    out.add(e="note", k=k, n=name, t=now(), what=f"nested release: {outcome(e)}")
+                out.add(e="nested", k=k, n=name, tok=tok, t=now())
+            time.sleep(task["step_ms"] / 1000)
+        out.add(e="rel", k=k, n=name, tok=tok, t=now())
+        try:
+            if nested:
+                lock.release()
+            lock.release()
+            result = "released"
+        except Exception as e:
+            result = outcome(e)
+        out.add(e="exit", k=k, n=name, tok=tok, t=now(), out=result)
+        gap = rng.uniform(*task["gap_ms"])
+        if gap:
+            time.sleep(gap / 1000)
+
+
+def run(cmd: Dict[str, Any]) -> None:
+    client = client_for(cmd["url"], cmd.get("cluster", False))
+    out = Records(cmd["records"])
+    threads = [threading.Thread(target=run_task, args=(client, task, out)) for task in cmd["tasks"]]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    out.file.close()
+
+
+def main() -> None:
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd["op"] == "exit":
+            break
+        run(cmd)
+        print(json.dumps({"done": cmd["run"]}), flush=True)
+    for c in clients.values():
+        c.close()
+
+
+if __name__ == "__main__":
+    main()
