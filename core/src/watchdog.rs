@@ -163,9 +163,18 @@ impl Releasing<'_> {
 
     /// Redis did not answer: whether the lock was freed is unknown. Renewals
     /// stop, so it is gone by the end of its lease either way, and it counts
-    /// as lost until the owner takes it again.
+    /// as lost until the owner takes it again. A nested release that went
+    /// unanswered freed nothing either way: the holding goes on, counted as
+    /// if it landed, and the next release's view settles it (a count in
+    /// Redis above that view is taken as the view, see `release.lua`).
     pub(crate) fn unanswered(&self) {
-        self.with(|h| h.lose(LostReason::Unreachable));
+        self.with(|h| {
+            if h.count > 1 {
+                h.count -= 1;
+            } else {
+                h.lose(LostReason::Unreachable);
+            }
+        });
     }
 }
 

@@ -425,3 +425,28 @@ async fn a_re_entry_whose_every_reply_was_lost_does_not_keep_the_lock_after_the_
         .unwrap()
         .is_some());
 }
+
+#[tokio::test]
+async fn a_nested_release_that_never_reached_redis_leaves_the_outer_release_to_free_the_lock() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port);
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let lock = client.lock("inner-lost").unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    proxy.cut_on(RELEASE, Cut::BeforeForward, 2);
+    let inner = lock.release().await;
+    assert!(matches!(inner, Err(Error::Connection(_))), "{inner:?}");
+    assert_eq!(count(&server, "inner-lost"), Some(2));
+    // Still held, and still this owner's: the outer scope goes on.
+    assert_eq!(lock.lost(), None);
+    assert_eq!(lock.release().await.unwrap(), 0);
+    let rival = Client::connect(&server.url()).await.unwrap();
+    let other = rival.lock("inner-lost").unwrap();
+    let taken = other
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("the lock stayed held");
+    assert!(taken.fencing_token > 1);
+}
