@@ -701,8 +701,36 @@ impl Lock {
             enqueue,
             replicas: self.options.sync_replicas,
         };
-        let sent = Instant::now();
-        let attempt = inner.deployment.acquire(&request).await?;
+        let mut sent = Instant::now();
+        let mut attempt = inner.deployment.acquire(&request).await?;
+        if let Attempt::Held { fence, .. } = attempt {
+            let drift = inner.deployment.drift(lease);
+            if Instant::now() + drift >= sent + lease {
+                // The reply came after the lease timed from the request
+                // (a stalled wire): Redis may hold it for this owner a while
+                // yet, but nothing this client measured says so. An
+                // extension it times itself does, or shows it ended.
+                sent = Instant::now();
+                let lease_ms = lease.as_millis() as u64;
+                let replicas = self.options.sync_replicas;
+                let confirmed = inner
+                    .deployment
+                    .extend(&self.keys, &self.owner, lease_ms, replicas, fence)
+                    .await?;
+                if let Err(reason) = confirmed {
+                    attempt = Attempt::Busy {
+                        retry_in_ms: 0,
+                        cause: Some(format!(
+                            "granted, but its lease ran out before the reply came ({reason})"
+                        )),
+                        backoff: false,
+                        queued: false,
+                        undone: Some(fence),
+                        issued: fence,
+                    };
+                }
+            }
+        }
         // A fresh holding may be a grant handed to this owner (an entry of
         // its own left in line), whose message may still come: this client
         // must know it is no new grant. Only a client that listens on some

@@ -450,3 +450,30 @@ async fn a_nested_release_that_never_reached_redis_leaves_the_outer_release_to_f
         .expect("the lock stayed held");
     assert!(taken.fencing_token > 1);
 }
+
+#[tokio::test]
+async fn an_acquisition_answered_after_its_lease_is_never_reported_held() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port);
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let lock = client
+        .lock_with(
+            "late",
+            LockOptions::default()
+                .ttl(Duration::from_millis(200))
+                .auto_renew(false),
+        )
+        .unwrap();
+    // Every reply comes 300 ms late: Redis grants a 200 ms lease that has
+    // ended by the time the client hears of it.
+    proxy.delay_replies(Duration::from_millis(300));
+    match lock.acquire(Wait::For(Duration::from_millis(1500))).await {
+        Err(Error::Timeout {
+            cause: Some(cause), ..
+        }) => {
+            assert!(cause.contains("before the reply came"), "{cause}")
+        }
+        other => panic!("held a lease that had ended: {other:?}"),
+    }
+    assert_eq!(lock.count(), 0);
+}
