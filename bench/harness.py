@@ -494,6 +494,7 @@ def analyse_s2(per_worker: List[List[List[int]]], start: int, end: int, counter:
         "max_per_worker": max(counts),
         "min_per_worker": min(counts),
         "longest_wait_ms": max(waits) if waits else float("nan"),
+        "wait_p50_ms": pct(waits, 50),
         "counter": counter,
         "total_acquisitions": len(recs),
         "overlaps": overlaps,
@@ -537,6 +538,49 @@ def s2_summary(blocks: List[Dict[str, Any]]) -> Dict[str, Any]:
         "overlaps": sum(b["overlaps"] for b in blocks),
         "errors": sum(b["errors"] for b in blocks),
     }
+
+
+# --------------------------------------------------------------------------
+# S7: handoff inside one process
+
+S7_HANDLES = [2, 4, 8]
+S7_CONTENDERS = ["rlock", "rlock-fair"]
+
+
+def s7(first: Dict[str, Worker], rounds: int, seconds: float) -> Dict[str, List[Dict[str, Any]]]:
+    """Blocks of `handles` threads (Python), promises (Node) or tasks (Rust) of
+    one process and one client looping on one key, interleaved in a shuffled
+    order per round."""
+    items = [(lang, c, n) for lang in LANGS for c in S7_CONTENDERS for n in S7_HANDLES]
+    out: Dict[str, List[Dict[str, Any]]] = {s7_key(*i): [] for i in items}
+    for r in range(rounds):
+        order = items[:]
+        random.shuffle(order)
+        for lang, contender, n in order:
+            tag = f"{lang}:{contender}:{n}:{r}"
+            start = mono_ns() + 300_000_000
+            end = start + int(seconds * 1e9)
+            reply = first[lang].call({"op": "s7", "contender": contender, "handles": n,
+                                      "key": f"s7:{tag}", "warm": f"warm:s7:{tag}",
+                                      "start": start, "end": end}, timeout=seconds + 60)
+            res = analyse_s2(reply["recs"], start, end, reply["counter"], 0)
+            res["round"] = r
+            out[s7_key(lang, contender, n)].append(res)
+        log(f"S7: round {r + 1}/{rounds}")
+    return out
+
+
+def s7_key(lang: str, contender: str, handles: int) -> str:
+    return f"{lang}/{contender}/{handles}"
+
+
+def s7_summary(blocks: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
+    out = {}
+    for key, bs in blocks.items():
+        s = s2_summary(bs)
+        s["wait_p50"] = statistics.median(b["wait_p50_ms"] for b in bs)
+        out[key] = s
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -725,7 +769,8 @@ def write_report(r: Dict[str, Any], path: str) -> None:
         "Python's calling thread drives the core's runtime while it waits, and stays awake "
         "(polling, yielding its CPU to any other thread) for a reply to a request in flight, "
         "for about twice as long as replies take, instead of sleeping in epoll; Node's JS thread "
-        "does the same for up to 0.5 ms per operation (one round trip), and past that whenever "
+        "does the same while an operation awaits its own replies, for up to 0.5 ms (a few round "
+        "trips), and past that, or once the operation waits for another holder, whenever "
         "its event loop would otherwise sleep (the runtime's background thread drives while JS "
         "is busy). The last two rows are the bare "
         "two-command cycle over redis-rs from the same kind of runtime, asleep and awake for "
@@ -779,6 +824,8 @@ def write_report(r: Dict[str, Any], path: str) -> None:
             "place in the same line fair waiters use, and once anyone stands in it the others "
             "join it too, so under this load the default lock soon hands over in turn as well.")
         add("")
+    if r.get("s7_summary"):
+        s7_report(r, add)
     add(f"Idle waiters: commands per second Redis received while {r['idle_waiters']} waiters "
         f"(threads, promises or tasks in one process, one client) waited on a lock held with a "
         f"60 s lease, over a {r['idle_window']:g} s window after {r['idle_settle']:g} s of settling "
@@ -851,6 +898,43 @@ def write_report(r: Dict[str, Any], path: str) -> None:
     add("")
     with open(path, "w") as f:
         f.write("\n".join(L))
+
+
+def s7_report(r: Dict[str, Any], add: Callable[[str], None]) -> None:
+    s7s = r["s7_summary"]
+    add("## S7: handoff inside one process")
+    add("")
+    add(f"One process, one client, and in it 2, 4 or 8 threads (Python), promises (Node) or "
+        f"tasks (Rust, multi-thread runtime), each with its own lock handle on one key, loop "
+        f"acquire / increment a non-atomic counter / release; {r['s7_rounds']} "
+        f"block{'s' if r['s7_rounds'] != 1 else ''} of {r['s7_seconds']:g} s per row, all rows "
+        "interleaved in a shuffled order per round, one "
+        "worker process per language. *Handoff*: from `release()` being called to another "
+        "handle of the process returning from `acquire()`, p50 and p99 pooled over the blocks. "
+        "*Node / Python*: the two handoff p50s. Rates: median over the blocks. The Node face "
+        "drives the core's runtime on its one JS thread, so a handoff between two of its "
+        "promises is handled on that thread from release to settled promise; Python threads "
+        "each drive their own call.")
+    add("")
+    add("| mode | handles | handoff p50 ms (Python / Node / Rust) | handoff p99 ms (Python / Node / Rust) "
+        "| Node / Python | acquisitions/s (Python / Node / Rust) | wait p50 ms (Python / Node / Rust) "
+        "| S3 |")
+    add("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for c in S7_CONTENDERS:
+        for n in S7_HANDLES:
+            row = [s7s.get(s7_key(lang, c, n)) for lang in LANGS]
+            if any(x is None for x in row):
+                continue
+            py, js, _ = row
+            ok = all(x["counter_ok"] and not x["overlaps"] for x in row)
+            add(f"| {'fair' if c.endswith('-fair') else 'default'} | {n} | "
+                + " / ".join(f"{x['gap_p50']:.3f}" for x in row) + " | "
+                + " / ".join(f"{x['gap_p99']:.2f}" for x in row) + " | "
+                f"{js['gap_p50'] / py['gap_p50']:.2f}× | "
+                + " / ".join(f"{statistics.median(x['acq_per_s']):.0f}" for x in row) + " | "
+                + " / ".join(f"{x['wait_p50']:.2f}" for x in row) + " | "
+                f"{'ok' if ok else 'FAILED'} |")
+    add("")
 
 
 def why_missed(r: Dict[str, Any]) -> List[str]:
@@ -954,6 +1038,26 @@ def why_missed(r: Dict[str, Any]) -> List[str]:
                    if others else ""))
         if stalls:
             out[-1] += " The blocks behind the longest waits: " + "; ".join(stalls) + "."
+    s7_missed = [t for t in missed if t["scenario"] == "S7"]
+    s7s = r.get("s7_summary", {})
+    if s7_missed:
+        out.append(
+            "- **S7.** " + "; ".join(f"{t['target'].split(', ', 1)[1]}: {t['figure']}" for t in s7_missed)
+            + ". Between two promises of one Node process the whole handoff runs on the JS thread, "
+            "one thing at a time: the release's promise settles at once, so the releasing "
+            "promise's own continuation runs first, up to its next `await`, which is usually its "
+            "next `acquire()` and the round trip of that call's first attempt; only then does the "
+            "loop settle the promise the lock was handed to (through napi's threadsafe function). "
+            "Python's threads run both sides at once, each paying a thread wake-up instead."
+            + "".join(
+                f" With {n} handles in the default mode, {100 * statistics.median(s7s[k]['same_share']):.0f} % "
+                f"of Node's acquisitions went to the handle that had just released (Python: "
+                f"{100 * statistics.median(s7s[k.replace('js/', 'py/', 1)]['same_share']):.0f} %): "
+                "it asks again at once, in the same turn of the event loop, and wins; the "
+                "handoffs measured are the exceptions."
+                for n in S7_HANDLES for k in [s7_key("js", "rlock", n)]
+                if k in s7s and any(f"{n} handles" in t["target"] and "default" in t["target"]
+                                    for t in s7_missed)))
     fair_missed = [t for t in missed if t["scenario"] == "S2 fair"]
     if fair_missed:
         out.append(
@@ -1115,6 +1219,20 @@ def targets(r: Dict[str, Any]) -> List[Dict[str, Any]]:
     for k in [k for k in r["idle"] if k.endswith("/rlock")]:
         add("S2", f"idle waiters send no commands ({LANGS[k.split('/')[0]]}, {r['idle_waiters']} waiters)",
             f"{r['idle'][k]['per_s']:.1f} commands/s", r["idle"][k]["per_s"] == 0)
+    s7s = r.get("s7_summary", {})
+    for c in S7_CONTENDERS:
+        for n in S7_HANDLES:
+            py, js = s7s.get(s7_key("py", c, n)), s7s.get(s7_key("js", c, n))
+            if not py or not js:
+                continue
+            ratio = js["gap_p50"] / py["gap_p50"]
+            mode = "fair mode" if c.endswith("-fair") else "default mode"
+            add("S7", f"Node handoff p50 ≤ 1.5× Python's, {n} handles of one client ({mode})",
+                f"{js['gap_p50']:.3f} ms against {py['gap_p50']:.3f} ms ({ratio:.2f}×)", ratio <= 1.5)
+    bad7 = [k for k, s in s7s.items() if not s["counter_ok"] or s["overlaps"]]
+    if s7s:
+        add("S3", "counter = acquisitions, no overlapping critical sections (S7, every row)",
+            "all correct" if not bad7 else "failed: " + ", ".join(bad7), not bad7)
     bad = [k for k, s in s2s.items() if not s["counter_ok"] or s["overlaps"]]
     add("S3", "counter = acquisitions, no overlapping critical sections (every contender)",
         "all correct" if not bad else "failed: " + ", ".join(bad), not bad)
@@ -1228,6 +1346,8 @@ def report_again() -> None:
     with open(os.path.join(OUT, "results.json")) as f:
         result = json.load(f)
     result["s2_summary"] = {k: s2_summary(v) for k, v in result["s2_blocks"].items()}
+    if "s7_blocks" in result:
+        result["s7_summary"] = s7_summary(result["s7_blocks"])
     result["targets"] = targets(result)
     result["rewritten"] = time.strftime("%Y-%m-%d %H:%M %Z")
     with open(os.path.join(OUT, "results.json"), "w") as f:
@@ -1280,6 +1400,11 @@ def main() -> None:
         s2res = s2(pools, contenders + fair, result["s2_rounds"], result["s2_seconds"])
         result["s2_summary"] = {k: s2_summary(v) for k, v in s2res.items()}
         result["s2_blocks"] = s2res
+
+        log("S7: handoff inside one process")
+        result["s7_rounds"], result["s7_seconds"] = (1, 0.5) if q else (3, 1.0)
+        result["s7_blocks"] = s7(first, result["s7_rounds"], result["s7_seconds"])
+        result["s7_summary"] = s7_summary(result["s7_blocks"])
         server.redis.flushall()
         result["redis_benchmark"].append(redis_benchmark(server.port, 5000 if q else 20000))
     finally:

@@ -63,10 +63,15 @@ async function make(name, key, ttlMs, { wait = false } = {}) {
     case 'rlock-replay': {
       // Captured once per key: later blocks send nothing but the cycle.
       cache[`replay:${key}`] ??= await captureCycle(key, ttlMs)
-      const [acquire, release] = cache[`replay:${key}`]
+      const { acquire, release, fenceAt } = cache[`replay:${key}`]
       const r = ioredis()
       return {
-        acquire: async () => (await r.call(...acquire))[0] === 1,
+        acquire: async () => {
+          const reply = await r.call(...acquire)
+          // The release names the holding it ends by its fencing token.
+          if (fenceAt >= 0) release[fenceAt] = String(reply[1])
+          return reply[0] === 1
+        },
         release: async () => {
           if ((await r.call(...release)) !== 0) throw new Error('rlock-replay: the release was refused')
         },
@@ -101,7 +106,8 @@ async function make(name, key, ttlMs, { wait = false } = {}) {
 }
 
 // The two commands (the acquire and release script calls) that redis-rlock
-// sends for one uncontended cycle on `key`, as MONITOR saw them.
+// sends for one uncontended cycle on `key`, as MONITOR saw them, and where
+// the release carries the holding's fencing token.
 async function captureCycle(key, ttlMs) {
   const lock = (await rlockClient()).lock(key, { ttlMs })
   // A first cycle loads the scripts, so the captured ones go out as EVALSHA.
@@ -118,6 +124,7 @@ async function captureCycle(key, ttlMs) {
     }),
   )
   await lock.acquire()
+  const fence = String(lock.fencingToken)
   await lock.release()
   let timer
   const timeout = new Promise((_, reject) => {
@@ -129,7 +136,14 @@ async function captureCycle(key, ttlMs) {
     clearTimeout(timer)
     monitor.disconnect()
   }
-  return seen
+  const [acquire, release] = seen
+  // Where the release carries the captured holding's token (among its
+  // arguments after the keys), if it does: each replayed cycle puts the
+  // token its own acquire got there.
+  const argsFrom = 3 + Number(release[2])
+  const at = release.flatMap((a, i) => (i >= argsFrom && a === fence ? [i] : []))
+  if (at.length > 1) throw new Error(`rlock-replay: the token ${fence} is in the release ${at.length} times`)
+  return { acquire, release, fenceAt: at.length ? at[0] : -1 }
 }
 
 // `n` uncontended cycles; with `pair`, that contender's cycles alternate with
@@ -193,6 +207,40 @@ async function s2(req) {
   return { rec, errors }
 }
 
+// `handles` promises of this process, each with its own lock on one key (one
+// client), loop acquire / increment a counter / release from `start` to
+// `end`: one record [wanted, acquired, releasing, released] per acquisition,
+// per promise.
+async function s7(req) {
+  const contenders = []
+  for (let i = 0; i < req.handles; i++) contenders.push(await make(req.contender, req.key, 30000, { wait: true }))
+  const warm = await make(req.contender, req.warm, 30000)
+  await warm.acquire()
+  await warm.release()
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, (req.start - now()) / 1e6)))
+  let counter = 0
+  const recs = await Promise.all(
+    contenders.map(async (c) => {
+      const rec = []
+      for (;;) {
+        const wanted = now()
+        if (wanted >= req.end) return rec
+        await c.acquire()
+        const acquired = now()
+        // Read, yield to the other promises, write: two holders at once
+        // would lose an increment.
+        const value = counter
+        await null
+        counter = value + 1
+        const releasing = now()
+        await c.release()
+        rec.push([wanted, acquired, releasing, now()])
+      }
+    }),
+  )
+  return { recs, counter }
+}
+
 async function idle(req) {
   const holder = await make(req.contender, req.key, 60000)
   await holder.acquire()
@@ -204,7 +252,7 @@ async function idle(req) {
 }
 
 async function main() {
-  const ops = { s1, s2, idle }
+  const ops = { s1, s2, s7, idle }
   const lines = readline.createInterface({ input: process.stdin })
   for await (const line of lines) {
     const req = JSON.parse(line)

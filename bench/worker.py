@@ -11,8 +11,9 @@ Contenders (each on the same key name; each library keys it its own way):
   python-redis-lock
   pottery          pottery's Redlock (one master, or every URL given)
 
-Requests: s1 (uncontended cycles), s2 (contended handoff block), idle (a
-holder and many blocked waiters). Timestamps are time.monotonic_ns(), the
+Requests: s1 (uncontended cycles), s2 (contended handoff block), s7 (a
+handoff block between threads of this one process), idle (a holder and many
+blocked waiters). Timestamps are time.monotonic_ns(), the
 CLOCK_MONOTONIC the Node and Rust workers read too.
 """
 
@@ -155,6 +156,45 @@ def s2(req: Dict[str, Any]) -> Dict[str, Any]:
     return {"rec": rec, "errors": errors}
 
 
+def s7(req: Dict[str, Any]) -> Dict[str, Any]:
+    """`handles` threads of this process, each with its own lock on one key
+    (one client), loop acquire / increment a counter / release from `start`
+    to `end`: one record `[wanted, acquired, releasing, released]` per
+    acquisition, per thread."""
+    contenders = [make(req["contender"], req["key"], 30.0) for _ in range(req["handles"])]
+    warm_acquire, warm_release = make(req["contender"], req["warm"], 30.0)
+    warm_acquire()
+    warm_release()
+    now = time.monotonic_ns
+    end = req["end"]
+    counter = [0]
+    recs: List[List[Tuple[int, int, int, int]]] = [[] for _ in contenders]
+
+    def run(i: int) -> None:
+        acquire, release = contenders[i]
+        rec = recs[i]
+        while True:
+            wanted = now()
+            if wanted >= end:
+                return
+            acquire()
+            acquired = now()
+            # Not atomic: two holders at once could lose an increment.
+            value = counter[0]
+            counter[0] = value + 1
+            releasing = now()
+            release()
+            rec.append((wanted, acquired, releasing, now()))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(contenders))]
+    time.sleep(max(0, req["start"] - now()) / 1e9)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"recs": recs, "counter": counter[0]}
+
+
 def idle(req: Dict[str, Any]) -> Dict[str, Any]:
     holder_acquire, _ = make(req["contender"], req["key"], 60.0)
     holder_acquire()
@@ -165,7 +205,7 @@ def idle(req: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def main() -> None:
-    ops = {"s1": s1, "s2": s2, "idle": idle}
+    ops = {"s1": s1, "s2": s2, "s7": s7, "idle": idle}
     for line in sys.stdin:
         req = json.loads(line)
         if req["op"] == "exit":

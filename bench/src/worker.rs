@@ -9,6 +9,7 @@
 
 use std::io::{BufRead, Write};
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -201,6 +202,7 @@ async fn handle(shared: Arc<Shared>, request: Value) -> Result<Value> {
     match text(&request, "op")? {
         "s1" => s1(&shared, &request, contender, key).await,
         "s2" => s2(&shared, contender, key, &request).await,
+        "s7" => s7(&shared, contender, key, &request).await,
         "idle" => idle(&shared, contender, key, number(&request, "waiters")?).await,
         other => Err(format!("unknown op {other:?}").into()),
     }
@@ -283,6 +285,59 @@ async fn s2(shared: &Shared, contender: &str, key: &str, request: &Value) -> Res
         records.push([wanted, acquired, releasing, now_ns()]);
     }
     Ok(json!({ "rec": records, "errors": errors }))
+}
+
+/// S7: `handles` tasks of this process, each with its own lock on `key` (one
+/// client), loop acquire / increment a counter / release from `start` until
+/// `end`; one record `[wanted, acquired, releasing, released]` per
+/// acquisition, per task.
+async fn s7(shared: &Shared, contender: &str, key: &str, request: &Value) -> Result<Value> {
+    let start = number(request, "start")?;
+    let end = number(request, "end")?;
+    let ttl = Duration::from_secs(30);
+    let mut contenders = Vec::new();
+    for _ in 0..number(request, "handles")? {
+        contenders.push(Contender::new(shared, contender, key, ttl).await?);
+    }
+    let mut warm = Contender::new(shared, contender, text(request, "warm")?, ttl).await?;
+    warm.acquire().await?;
+    warm.release().await?;
+    let wait = start - now_ns();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_nanos(wait as u64)).await;
+    }
+    let counter = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = contenders
+        .into_iter()
+        .map(|mut c| {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut records = Vec::new();
+                loop {
+                    let wanted = now_ns();
+                    if wanted >= end {
+                        return Ok::<_, Box<dyn std::error::Error + Send + Sync>>(records);
+                    }
+                    if !c.acquire().await? {
+                        return Err("an acquire without a deadline failed".into());
+                    }
+                    let acquired = now_ns();
+                    // A load and a store, not one atomic add: two holders at
+                    // once could lose an increment.
+                    let value = counter.load(Ordering::Acquire);
+                    counter.store(value + 1, Ordering::Release);
+                    let releasing = now_ns();
+                    c.release().await?;
+                    records.push([wanted, acquired, releasing, now_ns()]);
+                }
+            })
+        })
+        .collect();
+    let mut recs = Vec::new();
+    for task in tasks {
+        recs.push(task.await??);
+    }
+    Ok(json!({ "recs": recs, "counter": counter.load(Ordering::Acquire) }))
 }
 
 /// Idle waiters: one holder with a long lease, then `waiters` handles waiting

@@ -9,8 +9,10 @@
 //! soon as a call comes.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
@@ -72,6 +74,29 @@ impl Driver {
         self.let_go.notify_one();
         let _call = Call(self);
         self.runtime.block_on(crate::spin::awake_for_replies(fut))
+    }
+
+    /// Drives `op` on this thread (as [`block_on`](Self::block_on)) while it
+    /// awaits a reply of its own, for at most `limit`: its output, or `None`
+    /// as soon as it waits for anything else (a release by another holder,
+    /// often one the calling thread itself is to run next), or `give_way`
+    /// says the calling thread has other work ready (a handoff to another
+    /// of its callers, heard meanwhile), or the limit passes. The caller then
+    /// hands `op` to the runtime ([`spawn_for_caller`](Self::spawn_for_caller)).
+    pub fn block_on_replies<F: Future>(
+        &self,
+        op: &mut crate::spin::Operation<F>,
+        limit: Duration,
+        give_way: impl Fn() -> bool,
+    ) -> Option<F::Output> {
+        self.block_on(async {
+            let replies = std::future::poll_fn(|cx| match Pin::new(&mut *op).poll(cx) {
+                Poll::Ready(out) => Poll::Ready(Some(out)),
+                Poll::Pending if op.awaits_reply() && !give_way() => Poll::Pending,
+                Poll::Pending => Poll::Ready(None),
+            });
+            tokio::time::timeout(limit, replies).await.ok().flatten()
+        })
     }
 
     /// Spawns `fut` and makes sure a thread drives it soon.
@@ -171,5 +196,49 @@ impl Drop for Call<'_> {
     fn drop(&mut self) {
         self.0.calls.fetch_add(1, Ordering::AcqRel);
         self.0.callers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spin::{awaited, Operation};
+    use std::time::Instant;
+    use tokio::sync::oneshot;
+
+    #[test]
+    fn a_caller_stays_for_replies_and_leaves_an_operation_waiting_for_another() {
+        let driver = Driver::new("rlock-test").unwrap();
+        let limit = Duration::from_secs(60);
+
+        // Its reply comes from another thread: the caller stays for it.
+        let (reply, replied) = oneshot::channel::<u32>();
+        let mut replying = Operation::new(awaited(replied));
+        let replier = std::thread::spawn(move || reply.send(7));
+        assert_eq!(
+            driver.block_on_replies(&mut replying, limit, || false),
+            Some(Ok(7))
+        );
+        replier.join().unwrap().unwrap();
+
+        // Waiting for someone else's release: handed back at once, not at
+        // the limit, and it still completes when driven later.
+        let (release, released) = oneshot::channel::<u32>();
+        let mut waiting = Operation::new(released);
+        let started = Instant::now();
+        assert_eq!(driver.block_on_replies(&mut waiting, limit, || false), None);
+        assert!(started.elapsed() < limit, "held until the limit");
+        release.send(3).unwrap();
+        assert_eq!(driver.block_on(waiting), Ok(3));
+
+        // Awaiting its reply, but the caller has other work ready: handed
+        // back too.
+        let (reply, replied) = oneshot::channel::<u32>();
+        let mut replying = Operation::new(awaited(replied));
+        let started = Instant::now();
+        assert_eq!(driver.block_on_replies(&mut replying, limit, || true), None);
+        assert!(started.elapsed() < limit, "held until the limit");
+        reply.send(9).unwrap();
+        assert_eq!(driver.block_on(replying), Ok(9));
     }
 }

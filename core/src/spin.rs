@@ -7,10 +7,16 @@
 //! on an idle 2-core machine (`rlock-bench hops`). Waits for a release message
 //! never poll (no request is in flight then), nor does anything when replies
 //! take 0.5 ms or more (a distant server), where sleeping costs nothing extra.
+//!
+//! An [`Operation`] also counts its own requests, so that a thread driving it
+//! for a caller stays only while it awaits a reply, not while it waits for
+//! another holder's release (`Driver::block_on_replies`).
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::Poll;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// Requests sent and not answered yet, in every client of the process.
@@ -18,19 +24,33 @@ static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 /// How long replies take: a moving average, in nanoseconds (0: none yet).
 static REPLY_NS: AtomicU64 = AtomicU64::new(0);
 
+tokio::task_local! {
+    /// The requests in flight of the [`Operation`] being polled, if any.
+    static OPERATION: Arc<AtomicUsize>;
+}
+
 /// The longest a caller polls for one reply.
 const MAX_POLL: Duration = Duration::from_micros(250);
 
 /// One request in flight; answered (or abandoned) when dropped.
 struct Request {
     sent: Instant,
+    /// The operation that sent it, when that one counts its requests.
+    operation: Option<Arc<AtomicUsize>>,
 }
 
 impl Request {
     fn sent() -> Self {
         IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+        let operation = OPERATION
+            .try_with(|n| {
+                n.fetch_add(1, Ordering::AcqRel);
+                n.clone()
+            })
+            .ok();
         Request {
             sent: Instant::now(),
+            operation,
         }
     }
 }
@@ -38,6 +58,9 @@ impl Request {
 impl Drop for Request {
     fn drop(&mut self) {
         IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+        if let Some(n) = &self.operation {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
         let took = u64::try_from(self.sent.elapsed().as_nanos()).unwrap_or(u64::MAX);
         // A lost race between two updates only loses one sample.
         let avg = REPLY_NS.load(Ordering::Relaxed);
@@ -51,6 +74,39 @@ impl Drop for Request {
 pub async fn awaited<T>(reply: impl Future<Output = T>) -> T {
     let _in_flight = Request::sent();
     reply.await
+}
+
+/// One operation of a face (an acquire, a release), with its own requests in
+/// flight counted apart from the process's: a thread that drives it can tell
+/// a wait for its reply (a round trip: worth staying for) from a wait for
+/// someone else (another holder's release: the thread has better things to
+/// do, such as running that holder's release).
+pub struct Operation<F> {
+    fut: Pin<Box<F>>,
+    requests: Arc<AtomicUsize>,
+}
+
+impl<F: Future> Operation<F> {
+    pub fn new(fut: F) -> Self {
+        Operation {
+            fut: Box::pin(fut),
+            requests: Arc::default(),
+        }
+    }
+
+    /// Whether a request it sent is still unanswered.
+    pub fn awaits_reply(&self) -> bool {
+        self.requests.load(Ordering::Acquire) > 0
+    }
+}
+
+impl<F: Future> Future for Operation<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let requests = self.requests.clone();
+        OPERATION.sync_scope(requests, || self.fut.as_mut().poll(cx))
+    }
 }
 
 /// The moving average after one more sample (weight 1/8).
@@ -116,6 +172,38 @@ pub async fn awake_for_replies<F: Future>(fut: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::task::Waker;
+    use tokio::sync::oneshot;
+
+    fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+        Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn an_operation_awaits_a_reply_only_while_a_request_of_its_own_is_unanswered() {
+        let (reply, replied) = oneshot::channel::<u32>();
+        let mut op = Operation::new(awaited(replied));
+        assert!(!op.awaits_reply(), "nothing sent before the first poll");
+        assert!(poll_once(&mut op).is_pending());
+        assert!(op.awaits_reply());
+        // A request of no operation, in flight meanwhile, is not this one's.
+        let (_other_reply, other_replied) = oneshot::channel::<u32>();
+        let mut other = Box::pin(awaited(other_replied));
+        assert!(poll_once(&mut other).is_pending());
+        reply.send(7).unwrap();
+        assert_eq!(poll_once(&mut op), Poll::Ready(Ok(7)));
+        assert!(!op.awaits_reply(), "answered");
+    }
+
+    #[test]
+    fn an_operation_waiting_for_anything_but_a_reply_awaits_none() {
+        let (release, released) = oneshot::channel::<()>();
+        let mut op = Operation::new(released);
+        assert!(poll_once(&mut op).is_pending());
+        assert!(!op.awaits_reply());
+        release.send(()).unwrap();
+        assert!(poll_once(&mut op).is_ready());
+    }
 
     #[test]
     fn polls_about_twice_a_short_reply_time_and_never_for_slow_replies() {

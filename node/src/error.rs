@@ -83,9 +83,10 @@ impl Errors {
     /// round trip is done by then, its request and reply handled on this
     /// thread with no hand-over to another and back). Once it waits for
     /// anything else, above all a lock that another holder must release
-    /// first, or past [`INLINE`], the event loop goes on at once: that
-    /// holder may be a promise of this very thread, whose release cannot run
-    /// while this call holds the thread. The JS thread then drives `fut`
+    /// first, or another promise of this thread is ready to settle, or past
+    /// [`INLINE`], the event loop goes on at once: that holder may be a
+    /// promise of this very thread, whose release cannot run while this call
+    /// holds the thread. The JS thread then drives `fut`
     /// whenever the loop would sleep (`event_loop.rs`), the runtime's
     /// background thread while JS is busy.
     pub fn promise<'env, T, V, F, C>(
@@ -103,10 +104,12 @@ impl Errors {
         let driver = crate::driver()?;
         crate::event_loop::install(env);
         let mut fut = Operation::new(fut);
-        let (deferred, promise) = match driver.block_on_replies(&mut fut, INLINE) {
+        let finished = crate::event_loop::finished_here();
+        let give_way = || crate::event_loop::finished_here() != finished;
+        let (deferred, promise) = match driver.block_on_replies(&mut fut, INLINE, give_way) {
             // Done on this thread: settled at once, so `await` goes on in
             // this very turn of the event loop.
-            Some(outcome) if crate::event_loop::settle_now() => {
+            Some(outcome) if crate::event_loop::settle_now(finished) => {
                 let outcome = outcome.map(convert).map_err(|f| self.to_js(env, f));
                 return settled(env, outcome);
             }
@@ -116,8 +119,9 @@ impl Errors {
                 self.resolve(deferred, outcome, convert);
                 return Ok(PromiseRaw::new(env.raw(), promise.raw()));
             }
-            // Waiting on another holder (or slow): the event loop goes on at
-            // once, and a holder in this same process may release meanwhile.
+            // Waiting on another holder, slow, or giving way to a promise
+            // of this thread that is ready: the event loop goes on at once
+            // (a holder in this same process may then release meanwhile).
             None => env.create_deferred::<V, Settle<V>>()?,
         };
         let errors = self.clone();

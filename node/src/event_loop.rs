@@ -47,6 +47,9 @@ thread_local! {
     static PENDING: Arc<AtomicUsize> = Arc::default();
     /// Operations settled at once since the loop last turned.
     static SETTLED_THIS_TURN: Cell<u32> = const { Cell::new(0) };
+    /// Operations handed to the runtime that finished on this thread (their
+    /// promises settle through the loop), counted as they finish.
+    static FINISHED_HERE: Cell<u64> = const { Cell::new(0) };
 }
 
 /// An operation handed to the runtime; settled when dropped (on any thread).
@@ -63,16 +66,31 @@ impl Pending {
 impl Drop for Pending {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+        FINISHED_HERE.set(FINISHED_HERE.get() + 1);
         SETTLED.notify_waiters();
     }
 }
 
+/// How many operations handed to the runtime have finished on this thread so
+/// far: when that changes during a call, another promise of this thread is
+/// ready to settle (typically a handoff, heard with this call's replies).
+pub(crate) fn finished_here() -> u64 {
+    FINISHED_HERE.get()
+}
+
 /// Whether an operation finished on the JS thread may settle its promise at
-/// once (`await` goes on in this very turn). Not more than
-/// [`SETTLES_PER_TURN`] times per turn of the loop: a loop of awaited
+/// once (`await` goes on in this very turn), `finished` being
+/// [`finished_here`] as its call began. Not when another operation finished
+/// meanwhile: that one's promise settles through the loop and must go first,
+/// or its holder would wait while this promise's continuation runs (an
+/// acquire of its own, say: a whole round trip). Not more than
+/// [`SETTLES_PER_TURN`] times per turn of the loop either: a loop of awaited
 /// operations (`while (!(await lock.tryAcquire()))`) must still let timers
 /// and I/O run, as it would if every reply came through the loop.
-pub(crate) fn settle_now() -> bool {
+pub(crate) fn settle_now(finished: u64) -> bool {
+    if finished_here() != finished {
+        return false;
+    }
     SETTLED_THIS_TURN.with(|n| {
         let now = n.get() < SETTLES_PER_TURN;
         n.set(n.get() + u32::from(now));
