@@ -703,27 +703,46 @@ impl Lock {
         };
         let mut sent = Instant::now();
         let mut attempt = inner.deployment.acquire(&request).await?;
-        if let Attempt::Held { fence, .. } = attempt {
-            let drift = inner.deployment.drift(lease);
-            if Instant::now() + drift >= sent + lease {
-                // The reply came after the lease timed from the request
-                // (a stalled wire): Redis may hold it for this owner a while
+        let drift = inner.deployment.drift(lease);
+        let late = |sent: Instant| Instant::now() + drift >= sent + lease;
+        // (Redlock's own validity check refuses a late majority already.)
+        if let (Attempt::Held { fence, count: 1 }, false) =
+            (&attempt, inner.deployment.is_redlock())
+        {
+            let fence = *fence;
+            if late(sent) {
+                // The reply came after the lease timed from the request (a
+                // stalled wire): Redis may hold it for this owner a while
                 // yet, but nothing this client measured says so. An
-                // extension it times itself does, or shows it ended.
+                // extension it times itself does, or shows it ended; if
+                // that fails or is late too, the grant is given back.
                 sent = Instant::now();
                 let lease_ms = lease.as_millis() as u64;
                 let replicas = self.options.sync_replicas;
                 let confirmed = inner
                     .deployment
                     .extend(&self.keys, &self.owner, lease_ms, replicas, fence)
-                    .await?;
-                if let Err(reason) = confirmed {
+                    .await;
+                let why = match confirmed {
+                    Ok(Ok(_)) if !late(sent) => None,
+                    Ok(Ok(_)) => Some("and so did the reply confirming it".to_owned()),
+                    Ok(Err(reason)) => Some(format!("and it ended ({reason})")),
+                    Err(e) => Some(format!("and confirming it failed ({e})")),
+                };
+                if let Some(why) = why {
+                    let given_back = inner
+                        .deployment
+                        .release(&self.keys, &self.owner, lease_ms, ReleaseOf::grant(fence))
+                        .await;
+                    if given_back.is_err() {
+                        self.clone().clean_up(move |lock| async move {
+                            lock.pass_on_persistently(fence).await
+                        });
+                    }
                     attempt = Attempt::Busy {
-                        retry_in_ms: 0,
-                        cause: Some(format!(
-                            "granted, but its lease ran out before the reply came ({reason})"
-                        )),
-                        backoff: false,
+                        retry_in_ms: rand::random_range(5..=50),
+                        cause: Some(format!("granted, but the reply came after its lease {why}")),
+                        backoff: true,
                         queued: false,
                         undone: Some(fence),
                         issued: fence,
@@ -746,7 +765,6 @@ impl Lock {
             }
         }
         if let Attempt::Held { fence, count } = attempt {
-            let drift = inner.deployment.drift(lease);
             inner
                 .holdings
                 .acquired(&self.terms(), fence, count, sent, drift);
@@ -791,14 +809,31 @@ impl Lock {
         let sent = Instant::now();
         // Boxed, as in `acquire`: the exchange with Redis is the large part of
         // this future, and the faces move theirs around before polling it.
-        let outcome = Box::pin(inner.deployment.release(
+        let outcome = match Box::pin(inner.deployment.release(
             &self.keys,
             &self.owner,
             lease.as_millis() as u64,
             of,
         ))
         .await
-        .inspect_err(|_| releasing.unanswered())?;
+        {
+            Ok(outcome) => outcome,
+            Err(e @ Error::Connection(_)) => match releasing.unanswered() {
+                // A nested release is counted as done whether it landed or
+                // not (the next release settles Redis' count): so it is
+                // reported done, and a retry by the caller cannot undo the
+                // outer scope's holding.
+                Some(left) => {
+                    tracing::warn!(lock = %self.name, error = %e, "nested release unanswered; counted as done");
+                    return Ok(left);
+                }
+                None => return Err(e),
+            },
+            Err(e) => {
+                releasing.unanswered();
+                return Err(e);
+            }
+        };
         match outcome {
             Ok(remaining) => {
                 let drift = inner.deployment.drift(lease);

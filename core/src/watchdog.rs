@@ -165,16 +165,20 @@ impl Releasing<'_> {
     /// stop, so it is gone by the end of its lease either way, and it counts
     /// as lost until the owner takes it again. A nested release that went
     /// unanswered freed nothing either way: the holding goes on, counted as
-    /// if it landed, and the next release's view settles it (a count in
-    /// Redis above that view is taken as the view, see `release.lua`).
-    pub(crate) fn unanswered(&self) {
+    /// if it landed (the re-entries left are returned), and the next
+    /// release's view settles it (a count in Redis above that view is taken
+    /// as the view, see `release.lua`).
+    pub(crate) fn unanswered(&self) -> Option<u32> {
         self.with(|h| {
             if h.count > 1 {
                 h.count -= 1;
+                Some(h.count)
             } else {
                 h.lose(LostReason::Unreachable);
+                None
             }
-        });
+        })
+        .flatten()
     }
 }
 

@@ -435,14 +435,16 @@ async fn a_nested_release_that_never_reached_redis_leaves_the_outer_release_to_f
     lock.acquire(Wait::Once).await.unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     proxy.cut_on(RELEASE, Cut::BeforeForward, 2);
-    let inner = lock.release().await;
-    assert!(matches!(inner, Err(Error::Connection(_))), "{inner:?}");
+    // Counted as released, though Redis never saw it: a retry of it by the
+    // caller must not free the lock under the outer scope.
+    assert_eq!(lock.release().await.unwrap(), 1);
     assert_eq!(count(&server, "inner-lost"), Some(2));
     // Still held, and still this owner's: the outer scope goes on.
     assert_eq!(lock.lost(), None);
-    assert_eq!(lock.release().await.unwrap(), 0);
     let rival = Client::connect(&server.url()).await.unwrap();
     let other = rival.lock("inner-lost").unwrap();
+    assert_eq!(other.try_acquire().await.unwrap(), None);
+    assert_eq!(lock.release().await.unwrap(), 0);
     let taken = other
         .try_acquire()
         .await
@@ -471,7 +473,7 @@ async fn an_acquisition_answered_after_its_lease_is_never_reported_held() {
         Err(Error::Timeout {
             cause: Some(cause), ..
         }) => {
-            assert!(cause.contains("before the reply came"), "{cause}")
+            assert!(cause.contains("after its lease"), "{cause}")
         }
         other => panic!("held a lease that had ended: {other:?}"),
     }
