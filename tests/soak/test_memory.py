@@ -21,8 +21,8 @@ from conftest import FIGURES, Figures, RedisServer, Worker, eventually
 
 LONG = os.environ.get("SOAK_LONG", "") not in ("", "0")
 CHECKPOINTS = 10 if LONG else 4
-# Resident growth allowed between the end of the warm-up and the last
-# checkpoint. The leak this soak was written for grew 85 bytes per contended
+# Resident growth allowed between the first checkpoint after the warm-up
+# and the last (twice that from the end of the warm-up). The leak this soak was written for grew 85 bytes per contended
 # acquisition: 1 MB over the 12 000 measured of the short Python loop, 17 MB
 # over the long one. Once warmed up, the loops here stay within 0.2 MB (short)
 # and 0.6 MB (long).
@@ -126,9 +126,15 @@ def test_a_loop_holds_its_memory_and_leaves_nothing_behind(
     if mode in ABANDONING:
         assert figures.timeouts > figures.ops // 10, "too few waits were abandoned to test that path"
     bound = BOUND_KB_USING if mode == "using" else BOUND_KB
-    assert figures.growth_kb <= bound, (
-        f"resident memory grew {figures.growth_kb} kB after warm-up over "
-        f"{figures.ops} operations (bound {bound} kB): {figures.rss_kb}")
+    # A leak grows at every checkpoint; settling does not. The first interval
+    # after warm-up may still hold one step (V8 resizing its heap, seen at
+    # 0.9 MB once Node's handoffs ran at 12 000 a second): it counts against
+    # twice the bound, every later one against the bound.
+    settled = figures.rss_kb[-1] - figures.rss_kb[1]
+    assert settled <= bound and figures.growth_kb <= 2 * bound, (
+        f"resident memory grew {figures.growth_kb} kB after warm-up ({settled} kB after "
+        f"the first checkpoint) over {figures.ops} operations (bound {bound} kB): "
+        f"{figures.rss_kb}")
     if figures.live_allocations:
         growth = figures.live_allocations[-1] - figures.live_allocations[0]
         assert growth <= BOUND_ALLOCATIONS, (
