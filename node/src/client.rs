@@ -9,6 +9,7 @@ use rlock_core::{validate, Client, ClientOptions, Error, LockOptions, Unit, Wait
 
 use crate::error::{ErrorFactory, Errors, Failure};
 use crate::lock::NativeLock;
+use crate::runtime;
 
 /// A connection to one Redis deployment, shared by the locks made from it.
 #[napi]
@@ -38,8 +39,9 @@ pub fn connect<'env>(
     if let Some(p) = prefix {
         options = options.prefix(p);
     }
-    errors.clone().promise(
+    runtime::promise(
         env,
+        &errors.clone(),
         async move { Ok(Client::connect_urls(&urls, options).await?) },
         move |inner| NativeClient { inner, errors },
     )
@@ -109,8 +111,9 @@ impl NativeClient {
     #[napi(catch_unwind)]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let closing = self.inner.close();
-        self.errors.promise(
+        runtime::promise(
             env,
+            &self.errors,
             async move {
                 closing.await;
                 Ok(())

@@ -12,6 +12,7 @@ use rlock_core::{validate, Lock, Unit, Wait};
 use tokio::sync::watch;
 
 use crate::error::{Errors, Failure};
+use crate::runtime;
 
 /// `(fencingToken, message, reason)` of a lost holding.
 type LostNotice = FnArgs<(f64, String, &'static str)>;
@@ -71,7 +72,7 @@ impl NativeLock {
             }
             Ok(())
         };
-        self.errors.promise(env, acquire, |()| ())
+        runtime::promise(env, &self.errors, acquire, |()| ())
     }
 
     /// One attempt: `true` when acquired.
@@ -86,14 +87,14 @@ impl NativeLock {
             }
             Ok(acquired.is_some())
         };
-        self.errors.promise(env, attempt, |held| held)
+        runtime::promise(env, &self.errors, attempt, |held| held)
     }
 
     #[napi(catch_unwind)]
     pub fn release<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let lock = self.lock.clone();
         let release = async move { lock.release().await.map(|_| ()).map_err(Failure::from) };
-        self.errors.promise(env, release, |()| ())
+        runtime::promise(env, &self.errors, release, |()| ())
     }
 
     /// Releases at the end of a scope (`client.using()`), reporting a lease
@@ -102,7 +103,7 @@ impl NativeLock {
     pub fn finish<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let lock = self.lock.clone();
         let finish = async move { lock.finish().await.map_err(Failure::from) };
-        self.errors.promise(env, finish, |()| ())
+        runtime::promise(env, &self.errors, finish, |()| ())
     }
 
     /// `Symbol.asyncDispose`: like `finish`, and nothing when not held.
@@ -110,7 +111,7 @@ impl NativeLock {
     pub fn dispose<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let lock = self.lock.clone();
         let dispose = async move { lock.finish_if_held().await.map_err(Failure::from) };
-        self.errors.promise(env, dispose, |()| ())
+        runtime::promise(env, &self.errors, dispose, |()| ())
     }
 
     /// Resets the lease to `ttl_ms` (the lock's ttl when absent).
@@ -128,21 +129,21 @@ impl NativeLock {
             let ttl = ttl.transpose().map_err(Failure::OutOfRange)?;
             Ok(lock.extend(ttl).await?)
         };
-        self.errors.promise(env, extend, |()| ())
+        runtime::promise(env, &self.errors, extend, |()| ())
     }
 
     #[napi(catch_unwind)]
     pub fn is_locked<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, bool>> {
         let lock = self.lock.clone();
         let locked = async move { Ok(lock.locked().await?) };
-        self.errors.promise(env, locked, |held| held)
+        runtime::promise(env, &self.errors, locked, |held| held)
     }
 
     #[napi(catch_unwind)]
     pub fn is_owned<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, bool>> {
         let lock = self.lock.clone();
         let owned = async move { Ok(lock.owned().await?) };
-        self.errors.promise(env, owned, |held| held)
+        runtime::promise(env, &self.errors, owned, |held| held)
     }
 
     #[napi(getter, catch_unwind)]
@@ -181,7 +182,7 @@ fn watch_holding(lock: &Lock, on_lost: &LostWatch) {
     };
     let lost = lock.lost_signal();
     let name = lock.name().to_owned();
-    let Ok(driver) = crate::driver() else {
+    let Ok(driver) = runtime::get() else {
         return; // no runtime, so no holding to watch either
     };
     driver.spawn(async move {

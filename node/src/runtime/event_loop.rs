@@ -13,94 +13,27 @@
 //! other threads' wake-ups), its next timer is due, or an operation settled
 //! (its promise callback is queued in the loop). The loop then goes on as it
 //! would have, so nothing JS waits on is delayed. When the JS thread is busy
-//! instead, the background thread drives after a moment, as before.
+//! instead, the runtime's background thread drives after a moment.
 //!
 //! Node's N-API has no hook for this, so the few libuv calls it needs are
 //! declared here; they resolve against the `node` executable, which exports
-//! libuv for addons.
+//! libuv for addons. That reach under N-API (and the loop layout it relies
+//! on, Linux only) is why this sits apart from the promise bridge in
+//! `runtime.rs`, whose count of pending operations it reads.
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use napi::Env;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::Notify;
+
+use super::{pending, turn_began, SETTLED};
 
 /// The longest the JS thread drives the runtime in one turn of its loop.
 const MAX_TURN: Duration = Duration::from_millis(500);
-
-/// Signalled whenever an operation handed to the runtime settles.
-static SETTLED: Notify = Notify::const_new();
-
-/// How many operations one turn of the loop may settle at once (see
-/// [`settle_now`]).
-const SETTLES_PER_TURN: u32 = 32;
-
-thread_local! {
-    /// Operations this JS thread handed to the runtime whose promise is not
-    /// settled yet: only its own make its loop drive.
-    static PENDING: Arc<AtomicUsize> = Arc::default();
-    /// Operations settled at once since the loop last turned.
-    static SETTLED_THIS_TURN: Cell<u32> = const { Cell::new(0) };
-    /// Operations handed to the runtime that finished on this thread (their
-    /// promises settle through the loop), counted as they finish.
-    static FINISHED_HERE: Cell<u64> = const { Cell::new(0) };
-}
-
-/// An operation handed to the runtime; settled when dropped (on any thread).
-pub(crate) struct Pending(Arc<AtomicUsize>);
-
-impl Pending {
-    pub(crate) fn start() -> Self {
-        let count = PENDING.with(Arc::clone);
-        count.fetch_add(1, Ordering::AcqRel);
-        Pending(count)
-    }
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-        FINISHED_HERE.set(FINISHED_HERE.get() + 1);
-        SETTLED.notify_waiters();
-    }
-}
-
-/// How many operations handed to the runtime have finished on this thread so
-/// far: when that changes during a call, another promise of this thread is
-/// ready to settle (typically a handoff, heard with this call's replies).
-pub(crate) fn finished_here() -> u64 {
-    FINISHED_HERE.get()
-}
-
-/// Whether an operation finished on the JS thread may settle its promise at
-/// once (`await` goes on in this very turn), `finished` being
-/// [`finished_here`] as its call began. Not when another operation finished
-/// meanwhile: that one's promise settles through the loop and must go first,
-/// or its holder would wait while this promise's continuation runs (an
-/// acquire of its own, say: a whole round trip). Not more than
-/// [`SETTLES_PER_TURN`] times per turn of the loop either: a loop of awaited
-/// operations (`while (!(await lock.tryAcquire()))`) must still let timers
-/// and I/O run, as it would if every reply came through the loop.
-pub(crate) fn settle_now(finished: u64) -> bool {
-    if finished_here() != finished {
-        return false;
-    }
-    SETTLED_THIS_TURN.with(|n| {
-        let now = n.get() < SETTLES_PER_TURN;
-        n.set(n.get() + u32::from(now));
-        now
-    })
-}
-
-fn pending() -> usize {
-    PENDING.with(|p| p.load(Ordering::Acquire))
-}
 
 #[allow(non_camel_case_types)]
 type uv_loop_t = c_void;
@@ -157,7 +90,7 @@ thread_local! {
 
 /// Gives this JS thread's event loop the prepare handle, once. On failure the
 /// background thread simply goes on driving everything.
-pub(crate) fn install(env: &Env) {
+pub(super) fn install(env: &Env) {
     // Linux only: libuv's backend fd elsewhere (a kqueue) may never report
     // the events of the fds it watches to another poller.
     if INSTALLED.get() || !cfg!(target_os = "linux") {
@@ -216,8 +149,7 @@ extern "C" fn on_closed(handle: *mut uv_handle_t) {
 }
 
 extern "C" fn on_prepare(handle: *mut uv_handle_t) {
-    // The loop turned: awaited operations may settle at once again.
-    SETTLED_THIS_TURN.set(0);
+    turn_began();
     if pending() == 0 {
         return;
     }
@@ -254,7 +186,7 @@ fn drive_until_loop_has_work(uv_loop: *mut uv_loop_t) -> bool {
     if timeout_ms == 0 || fd < 0 {
         return false; // the loop has work at once
     }
-    let Ok(driver) = crate::driver() else {
+    let Ok(driver) = super::get() else {
         return false;
     };
     driver.block_on(async {
