@@ -1,10 +1,10 @@
-//! The README's command-line section shows the exit codes `rlock --help`
+//! The command line's page, docs/cli.md, shows the exit codes `rlock --help`
 //! prints, word for word.
 
 use std::process::Command;
 
 #[test]
-fn the_readme_shows_the_exit_status_table_that_rlock_help_prints() {
+fn the_cli_page_shows_the_exit_status_table_that_rlock_help_prints() {
     let out = Command::new(env!("CARGO_BIN_EXE_rlock"))
         .arg("--help")
         .output()
@@ -15,10 +15,10 @@ fn the_readme_shows_the_exit_status_table_that_rlock_help_prints() {
         .find("Exit status:")
         .expect("rlock --help shows the exit codes");
     let table = help[at..].trim_end();
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/cli.md")).unwrap();
     assert!(
-        readme.contains(table),
-        "README.md lacks the exit-status table `rlock --help` prints:\n{table}"
+        page.contains(table),
+        "docs/cli.md lacks the exit-status table `rlock --help` prints:\n{table}"
     );
 }

@@ -34,3 +34,13 @@ pub use keys::Keys;
 pub use lock::{Acquired, Lock, LockOptions, Wait, DEFAULT_TTL, QUEUE_AFTER};
 pub use scripts::LockState;
 pub use validate::Unit;
+
+// A Rust sample of the README or of docs/rust.md that stops compiling fails
+// `cargo test --doc`, as a stale sample would mislead its reader.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/rust.md")]
+pub struct RustDocs;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDocs;
