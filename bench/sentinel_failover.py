@@ -40,7 +40,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,8 @@ import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import redis
+from rlock_test_support.servers import free_port
+from rlock_test_support.waiting import wait_until
 
 import rlock
 
@@ -57,20 +58,6 @@ SERVICE = "rlockmaster"
 TTL = 30.0
 REPL_PASSWORD = "replication-only"
 LINK_DOWN_FOR = 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(cond: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {within} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def quietly(f: Callable[[], bool]) -> Callable[[], bool]:
@@ -84,7 +71,11 @@ def quietly(f: Callable[[], bool]) -> Callable[[], bool]:
 
 
 class Server:
-    """A redis-server on a fixed port; `start()` again brings it back empty."""
+    """A redis-server on a fixed port; `start()` again brings it back empty,
+    in the role its arguments give it. (rlock_test_support's RedisServer comes
+    back with the arguments and the files it had: a returning primary must
+    come back as the new primary's replica, without the RDB file it may have
+    written while it was a replica itself.)"""
 
     def __init__(self, root: str, name: str, extra: List[str]) -> None:
         self.port = free_port()

@@ -1,5 +1,5 @@
 'use strict'
-// The Node worker of the benchmark: one process, driven by harness.py over
+// The Node worker of the benchmark: one process, driven by the harness over
 // JSON lines (one request per line on stdin, one reply per line on stdout).
 //
 //   node worker.js URL [URL...]

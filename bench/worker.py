@@ -1,4 +1,4 @@
-"""The Python worker of the benchmark: one process, driven by harness.py over
+"""The Python worker of the benchmark: one process, driven by the harness over
 JSON lines (one request per line on stdin, one reply per line on stdout).
 
     python worker.py URL [URL...]

@@ -1,4 +1,4 @@
-//! The Rust side of the redis-rlock benchmark, driven by `bench/harness.py`
+//! The Rust side of the redis-rlock benchmark, driven by `bench/harness/` (`python -m harness`)
 //! (run it all with `make bench`):
 //!
 //! ```text

@@ -1,0 +1,108 @@
+"""The libraries compared, by language, the names the report gives them, and
+which of them each scenario drives.
+
+A contender is a (language, name) pair; each worker (bench/worker.py,
+bench/worker.js, `rlock-bench worker`) knows how to drive the names of its
+language. `floor` is the bare two-command cycle of the language's plain
+client, the yardstick of S1; `rlock` is this project, `rlock-fair` the same
+in fair mode.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from typing import List, Optional, Tuple
+
+from .paths import NODE_FACE
+
+Contender = Tuple[str, str]
+
+LANGS = {"py": "Python", "js": "Node", "rs": "Rust"}
+PY_PEERS = ["redispy-0.1", "redispy-0.001", "python-redis-lock", "pottery"]
+JS_PEERS = ["redlock", "redis-semaphore"]
+LABELS = {
+    ("py", "floor"): "redis-py bare cycle (floor)",
+    ("py", "rlock"): "redis-rlock (Python)",
+    ("py", "redispy-0.1"): "redis-py Lock, sleep=0.1",
+    ("py", "redispy-0.001"): "redis-py Lock, sleep=0.001",
+    ("py", "python-redis-lock"): "python-redis-lock",
+    ("py", "pottery"): "pottery Redlock",
+    ("js", "floor"): "ioredis bare cycle (floor)",
+    ("js", "rlock"): "redis-rlock (Node)",
+    ("js", "redlock"): "node-redlock",
+    ("js", "redis-semaphore"): "redis-semaphore Mutex",
+    ("js", "rlock-replay"): "ioredis sending redis-rlock's two commands (bound)",
+    ("rs", "floor"): "redis-rs bare cycle (floor)",
+    ("rs", "rlock"): "redis-rlock (Rust)",
+    ("py", "rlock-fair"): "redis-rlock (Python), fair mode",
+    ("js", "rlock-fair"): "redis-rlock (Node), fair mode",
+    ("rs", "rlock-fair"): "redis-rlock (Rust), fair mode",
+}
+
+# S1: every language's floor and lock first, then its peers.
+UNCONTENDED: List[Contender] = (
+    [("py", "floor"), ("py", "rlock")] + [("py", p) for p in PY_PEERS]
+    + [("js", "floor"), ("js", "rlock")] + [("js", p) for p in JS_PEERS]
+    # The same server work as redis-rlock's cycle at ioredis's client cost: the
+    # bound of what any client can make of this lock's two scripts.
+    + [("js", "rlock-replay")]
+    + [("rs", "floor"), ("rs", "rlock")]
+)
+
+# S2 and the idle waiters (fair mode joins S2 where a face offers it).
+CONTENDED: List[Contender] = (
+    [("py", "rlock")] + [("py", p) for p in PY_PEERS] + [("js", "rlock")]
+    + [("js", p) for p in JS_PEERS] + [("rs", "rlock")]
+)
+
+# S6: the contenders that take several servers.
+REDLOCK: List[Contender] = [("py", "rlock"), ("py", "pottery"), ("js", "rlock"), ("js", "redlock"),
+                            ("js", "redis-semaphore"), ("rs", "rlock")]
+
+# S7: the two modes of this lock.
+IN_ONE_PROCESS = ["rlock", "rlock-fair"]
+
+
+def label_of(key: str) -> str:
+    """The label of a contender by its results key, `lang/name`."""
+    lang, name = key.split("/")
+    return LABELS[(lang, name)]
+
+
+def key_of(item: Contender) -> str:
+    return "/".join(item)
+
+
+def fair_faces() -> List[str]:
+    """The faces that offer fair mode (the core always does)."""
+    langs = ["rs"]
+    py = subprocess.run([sys.executable, "-c", "import inspect, rlock; "
+                         "raise SystemExit('fair' not in inspect.signature(rlock.Client.lock).parameters)"],
+                        capture_output=True)
+    if py.returncode == 0:
+        langs.insert(0, "py")
+    with open(NODE_FACE) as f:
+        if re.search(r"\bfair\b", f.read()):
+            langs.insert(1 if "py" in langs else 0, "js")
+    return langs
+
+
+def redlock_faces_exist() -> Optional[str]:
+    """None when every face takes several URLs; otherwise why not."""
+    py = subprocess.run([sys.executable, "-c", "import rlock; rlock.Client(['redis://127.0.0.1:1', 'redis://127.0.0.1:2', 'redis://127.0.0.1:3'])"],
+                        capture_output=True, text=True)
+    if py.returncode != 0:
+        return "the Python face does not take several URLs yet (`rlock.Client([url1, url2, url3])`: " + \
+            (py.stderr.strip().splitlines() or ["error"])[-1] + ")"
+    js = subprocess.run(["node", "-e", f"const {{Client}} = require({json.dumps(NODE_FACE)}); "
+                         "Client.connect(['redis://127.0.0.1:1','redis://127.0.0.1:2','redis://127.0.0.1:3'])"
+                         ".then(() => process.exit(0), (e) => { console.error(String(e)); "
+                         "process.exit(e && e.code === 'ERR_LOCK_CONNECTION' ? 0 : 1) })"],
+                        capture_output=True, text=True)
+    if js.returncode != 0:
+        return "the Node face does not take several URLs yet (`Client.connect([url1, url2, url3])`: " + \
+            (js.stderr.strip().splitlines() or ["error"])[-1] + ")"
+    return None

@@ -1,0 +1,183 @@
+"""RESULTS.md: a run's figures in the tables and text of RESULTS.in.md."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Dict, List
+
+from .contenders import IN_ONE_PROCESS, LANGS, label_of
+from .misses import why_missed
+from .prose import section, sentence
+from .scenarios.in_process_handoff import HANDLES, row_key
+from .stats import spread
+from .targets import worker_spread
+
+med = statistics.median
+
+
+def fmt_us(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def check(t: Dict[str, Any]) -> str:
+    if "not a target" in t["scenario"]:
+        return "bound"
+    return "met" if t["ok"] else "**missed**"
+
+
+def ok(passed: bool) -> str:
+    return "ok" if passed else "FAILED"
+
+
+def write_report(r: Dict[str, Any], path: str) -> None:
+    parts = [header(r), why_missed(r), uncontended(r), binding_overhead(r), contended(r),
+             fairness_cost(r), in_one_process(r), idle_waiters(r), watchdog(r), redlock(r),
+             section("method")]
+    lines: List[str] = []
+    for part in parts:
+        if part:
+            lines += part + [""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def header(r: Dict[str, Any]) -> List[str]:
+    m = r["machine"]
+    return section(
+        "header",
+        date=r["date"], minutes=f"{r['duration_s'] / 60:.1f}",
+        quick=" " + sentence("quick") if r["quick"] else "",
+        rewritten=" " + sentence("rewritten", date=r["rewritten"]) if r.get("rewritten") else "",
+        cpu=m["cpu"], cores=str(m["cores"]), memory_gib=str(m["memory_gib"]), kernel=m["kernel"],
+        busy_before=f"{100 * m['busy_before']:.0f}", load_before=f"{m['load_before'][0]:.2f}",
+        top="; ".join(f"`{t}`" for t in m["top_before"][:3]),
+        others_cores=f"{r['others_cores']:.2f}", load_after=f"{r['load_after'][0]:.2f}",
+        versions=[f"| {k} | {v} |" for k, v in r["versions"].items()],
+        targets=[f"| {t['scenario']} | {t['target']} | {t['figure']} | {check(t)} |"
+                 for t in r["targets"]],
+    )
+
+
+def uncontended(r: Dict[str, Any]) -> List[str]:
+    s1, s1s = r["s1"], r["s1_summary"]
+    rows = []
+    for key in s1["items"]:
+        s, c = s1s[key], s1["counts"][key]
+        sent = ", ".join(f"{k} {v:g}" for k, v in sorted(c["sent"].items()))
+        rows.append(
+            f"| {label_of(key)} | {c['sent_per_cycle']:g} ({sent}) | "
+            f"{sum(c['commandstats_per_cycle'].values()):g} | {c['server_us_per_cycle']:.1f} | "
+            f"{med(s['rate']):.0f} | "
+            f"{fmt_us(s['p50'])} | {fmt_us(s['p99'])} | {spread(s['ratio_to_floor'])} |")
+    round_trips = []
+    for test in r["redis_benchmark"][0]:
+        runs = [b[test] for b in r["redis_benchmark"]]
+        round_trips.append(
+            f"| {test} | {spread([x['rps'] for x in runs], '{:.0f}')} | "
+            f"{spread([x['p50_latency_ms'] for x in runs], '{:.3f}')} | "
+            f"{spread([x['p99_latency_ms'] for x in runs], '{:.3f}')} |")
+    return section("s1", rounds=str(s1["rounds"]), block=str(s1["block"]),
+                   cycles=str(s1["rounds"] * s1["block"]), rows=rows, round_trips=round_trips)
+
+
+def binding_overhead(r: Dict[str, Any]) -> List[str]:
+    return section(
+        "s5",
+        faces=[f"| {LANGS[lang]} | {spread(r['s5'][lang], '{:.1f}')} |" for lang in ("py", "js")],
+        runtimes=[f"| {h['way']} | {spread(h['rounds'], '{:.0f}')} |" for h in r.get("hops", [])],
+    )
+
+
+def contended(r: Dict[str, Any]) -> List[str]:
+    rows = []
+    for key, s in r["s2_summary"].items():
+        rows.append(
+            f"| {label_of(key)} | {spread(s['acq_per_s'], '{:.0f}')} | "
+            f"{spread(s['cross_per_s'], '{:.0f}')} | {s['gap_p50']:.2f} | {s['gap_p99']:.2f} | "
+            f"{100 * med(s['same_share']):.0f} % | {worker_spread(s)} | "
+            f"{s['longest_wait_ms']:.0f} | "
+            f"{'ok' if s['counter_ok'] else 'LOST UPDATES'} ({s['counter']} = {s['acquisitions_total']}) "
+            f"| {s['overlaps']} |")
+    return section("s2", rounds=str(r["s2_rounds"]), seconds=f"{r['s2_seconds']:g}",
+                   total=f"{r['s2_rounds'] * r['s2_seconds']:g}", rows=rows)
+
+
+def fairness_cost(r: Dict[str, Any]) -> List[str]:
+    s2s = r["s2_summary"]
+    fair = [k for k in s2s if k.endswith("/rlock-fair")]
+    if not fair:
+        return []
+
+    def over_default(k: str, figure: str) -> str:
+        return f"{med(s2s[k][figure]) / med(s2s[k.replace('-fair', '')][figure]):.2f}"
+
+    faces = [sentence("fair-cost-face", face=LANGS[k.split("/")[0]],
+                      acquisitions=over_default(k, "acq_per_s"),
+                      handoffs=over_default(k, "cross_per_s")) for k in fair]
+    return section("fair-cost", faces="; ".join(faces))
+
+
+def in_one_process(r: Dict[str, Any]) -> List[str]:
+    s7s = r.get("s7_summary")
+    if not s7s:
+        return []
+    rows = []
+    for c in IN_ONE_PROCESS:
+        for n in HANDLES:
+            row = [s7s.get(row_key(lang, c, n)) for lang in LANGS]
+            if any(x is None for x in row):
+                continue
+            py, js, _ = row
+            rows.append(
+                f"| {'fair' if c.endswith('-fair') else 'default'} | {n} | "
+                + " / ".join(f"{x['gap_p50']:.3f}" for x in row) + " | "
+                + " / ".join(f"{x['gap_p99']:.2f}" for x in row) + " | "
+                f"{js['gap_p50'] / py['gap_p50']:.2f}× | "
+                + " / ".join(f"{med(x['acq_per_s']):.0f}" for x in row) + " | "
+                + " / ".join(f"{x['wait_p50']:.2f}" for x in row) + " | "
+                f"{ok(all(x['counter_ok'] and not x['overlaps'] for x in row))} |")
+    rounds = r["s7_rounds"]
+    return section("s7", blocks=f"{rounds} block{'s' if rounds != 1 else ''}",
+                   seconds=f"{r['s7_seconds']:g}", rows=rows)
+
+
+def idle_waiters(r: Dict[str, Any]) -> List[str]:
+    rows = []
+    for key, s in r["idle"].items():
+        busiest = sorted(s["commands"].items(), key=lambda kv: -kv[1])[:4]
+        which = ", ".join(f"{k} {v}" for k, v in busiest)
+        rows.append(f"| {label_of(key)} | {s['per_s']:.1f} | {which or '-'} |")
+    return section("idle", waiters=str(r["idle_waiters"]), window=f"{r['idle_window']:g}",
+                   settle=f"{r['idle_settle']:g}", rows=rows)
+
+
+def watchdog(r: Dict[str, Any]) -> List[str]:
+    s4 = r["s4"]
+    return section(
+        "s4", locks=str(s4["locks"]), lease=f"{s4['ttl_ms'] / 1000:g}", wall_s=f"{s4['wall_s']:.0f}",
+        not_acquired=str(s4["not_acquired"]), lost_during=str(s4["lost_during"]),
+        lost_at_end=str(s4["lost_at_end"]), release_failed=str(s4["release_failed"]),
+        ticks=str(s4["ticks"]),
+        trips_median=f"{med(s4['trips_per_tick'] or [0]):g}",
+        trips_max=str(max(s4["trips_per_tick"] or [0])),
+        renewals_median=f"{med(s4['commands_per_tick'] or [0]):g}",
+        cpu_s=f"{s4['cpu_s']:.2f}", cpu_pct=f"{s4['cpu_pct']:.1f}",
+    )
+
+
+def redlock(r: Dict[str, Any]) -> List[str]:
+    if not r.get("s6") and not r.get("s6_note"):
+        return []
+    lines = section("s6", note=r["s6_note"])
+    for n, s6 in (r.get("s6") or {}).items():
+        lines += [""] + section("s6-size", servers=n, rows=[redlock_row(s6, k) for k in s6["items"]])
+    return lines
+
+
+def redlock_row(s6: Dict[str, Any], key: str) -> str:
+    a, b, c = s6["s1_summary"][key], s6["s2_summary"].get(key), s6["counts"][key]
+    s2cols = (f"{spread(b['acq_per_s'], '{:.0f}')} | {spread(b['cross_per_s'], '{:.0f}')} | "
+              f"{b['gap_p50']:.2f} / {b['gap_p99']:.2f} | {b['longest_wait_ms']:.0f} | "
+              f"{ok(b['counter_ok'] and not b['overlaps'])}") if b else "- | - | - | - | -"
+    return (f"| {label_of(key)} | {c['sent_per_cycle']:g} | {fmt_us(a['p50'])} | "
+            f"{med(a['rate']):.0f} | {spread(a['ratio_to_rlock'])} | {s2cols} |")
