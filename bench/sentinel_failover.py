@@ -5,7 +5,7 @@ sync_replicas=1. A measurement for the README, not a pass/fail test.
     .venv/bin/python bench/sentinel_failover.py [--rounds 50] [--max-minutes 20]
 
 Starts, on loopback only, a primary, one replica and three sentinels
-(`sentinel down-after-milliseconds 500`), like core/tests/support/topology.rs.
+(`sentinel down-after-milliseconds 500`), like tests/support/rust/src/sentinel.rs.
 Each round a holder (an rlock.Client on the redis+sentinel:// URL) acquires a
 lock, the primary is killed (SIGKILL) at once, and once Sentinel has promoted
 the replica a rival client tries the same name on the new primary. A rival

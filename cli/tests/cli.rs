@@ -1,9 +1,6 @@
 //! The `rlock` binary against a real redis-server: exit codes, the lease
 //! watchdog around CMD, signals, `status`, and bad input.
 
-#[path = "../../core/tests/support/mod.rs"]
-mod support;
-
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
@@ -12,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, ClientOptions, LockOptions, Wait};
-use support::RedisServer;
+use rlock_test_support::{eventually, free_port, wait_until, Masters, RedisCluster, RedisServer};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -63,7 +60,7 @@ impl Trapping {
     async fn started(&self) {
         let ready = &self.ready;
         assert!(
-            support::eventually(Duration::from_secs(5), || ready.exists()).await,
+            eventually(Duration::from_secs(5), || ready.exists()).await,
             "the command started"
         );
     }
@@ -247,7 +244,7 @@ async fn a_command_ignoring_sigterm_is_killed_after_the_grace_period() {
         .spawn()
         .unwrap();
     assert!(
-        support::eventually(Duration::from_secs(5), || ready.exists()).await,
+        eventually(Duration::from_secs(5), || ready.exists()).await,
         "the command started"
     );
     let _: () = redis.conn().del("rlock:{stubborn}").unwrap();
@@ -441,7 +438,7 @@ fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
 async fn bad_input_is_a_usage_error_and_nothing_reaches_redis() {
     let redis = RedisServer::start();
     let mut monitor = redis.monitor();
-    let unreachable = format!("redis://127.0.0.1:{}", support::free_port());
+    let unreachable = format!("redis://127.0.0.1:{}", free_port());
     for args in bad_invocations(&unreachable) {
         let out = tokio::time::timeout(Duration::from_secs(10), rlock(&redis).args(&args).output())
             .await
@@ -536,25 +533,21 @@ async fn finished(child: tokio::process::Child) -> Output {
         .unwrap()
 }
 
-fn urls(servers: &[RedisServer]) -> Vec<String> {
-    servers.iter().map(|s| s.url()).collect()
-}
-
 /// Three masters, a Redlock client holding `name` on them, and an `rlock
 /// exec` over the same three waiting for it (subscribed on every master).
 async fn redlock_exec_waiting(
     name: &str,
     exec_args: &[&str],
-) -> (Vec<RedisServer>, rlock_core::Lock, tokio::process::Child) {
-    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let holder = Client::connect_urls(&urls(&masters), ClientOptions::default())
+) -> (Masters, rlock_core::Lock, tokio::process::Child) {
+    let masters = Masters::start(3);
+    let holder = Client::connect_urls(&masters.urls(), ClientOptions::default())
         .await
         .unwrap();
     let held = holder
         .lock_with(name, LockOptions::default().ttl(Duration::from_secs(30)))
         .unwrap();
     held.acquire(Wait::Once).await.unwrap();
-    let waiting = rlock_on("exec", &urls(&masters))
+    let waiting = rlock_on("exec", &masters.urls())
         .args(exec_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -562,7 +555,7 @@ async fn redlock_exec_waiting(
         .unwrap();
     let channel = format!("rlock:{{{name}}}:released");
     assert!(
-        support::eventually(Duration::from_secs(10), || masters
+        eventually(Duration::from_secs(10), || masters
             .iter()
             .all(|m| m.subscribers(&channel) == 1))
         .await,
@@ -612,20 +605,20 @@ async fn redlock_exec_with_two_masters_of_three_down_exits_75_naming_the_quorum(
 
 #[tokio::test]
 async fn redlock_status_reports_the_majoritys_view() {
-    let masters: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let holder = Client::connect_urls(&urls(&masters), ClientOptions::default())
+    let masters = Masters::start(3);
+    let holder = Client::connect_urls(&masters.urls(), ClientOptions::default())
         .await
         .unwrap();
     let lock = holder.lock("shared").unwrap();
     let held = lock.acquire(Wait::Once).await.unwrap();
-    let out = run_on("status", &urls(&masters), &["--json", "shared"]).await;
+    let out = run_on("status", &masters.urls(), &["--json", "shared"]).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["held"], true);
     assert_eq!(v["fence"], held.fencing_token);
     let out = run_on(
         "exec",
-        &urls(&masters),
+        &masters.urls(),
         &["--no-wait", "shared", "--", "true"],
     )
     .await;
@@ -634,7 +627,7 @@ async fn redlock_status_reports_the_majoritys_view() {
 
 #[tokio::test]
 async fn cluster_exec_and_status_work_against_a_three_master_cluster() {
-    let cluster = support::topology::RedisCluster::start(3, 0);
+    let cluster = RedisCluster::start(3, 0);
     let seeds = cluster.seed_urls();
     for name in ["alpha", "beta", "gamma", "delta"] {
         let token = [
@@ -697,11 +690,10 @@ async fn sync_replicas_runs_with_a_replica_and_exits_75_without_one() {
     let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let mut replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
-    support::topology::wait_until(Duration::from_secs(20), "replica in sync", || {
-        redis::cmd("INFO")
-            .arg("replication")
-            .query::<String>(&mut replica.conn())
-            .is_ok_and(|i| i.contains("master_link_status:up"))
+    wait_until(Duration::from_secs(20), "replica in sync", || {
+        replica
+            .info("replication")
+            .contains("master_link_status:up")
     });
     let url = [primary.url()];
     let out = run_on(
@@ -780,8 +772,8 @@ async fn fair_exec_runs_queued_commands_in_arrival_order() {
 
 #[tokio::test]
 async fn fair_exec_over_several_masters_is_a_usage_error() {
-    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let out = run_on("exec", &urls(&servers), &["--fair", "x", "--", "true"]).await;
+    let servers = Masters::start(3);
+    let out = run_on("exec", &servers.urls(), &["--fair", "x", "--", "true"]).await;
     assert_eq!(code(&out), 64, "{}", stderr(&out));
     assert!(stderr(&out).contains("fair"), "{}", stderr(&out));
 }
@@ -798,7 +790,7 @@ async fn the_command_is_stopped_when_rlock_itself_is_killed() {
     child.kill().await.unwrap(); // SIGKILL to rlock alone, not to its command
     let term = &cmd.term;
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        eventually(Duration::from_secs(5), || {
             std::fs::read_to_string(term).is_ok_and(|t| t.trim() == "orphaned")
         })
         .await,

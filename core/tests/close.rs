@@ -2,13 +2,11 @@
 //! waits in progress end, the connections close, and from then on every
 //! operation of the client and of its locks fails with `Error::Closed`.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, ClientOptions, Error, LockOptions, LostReason, Wait};
-use support::RedisServer;
+use rlock_test_support::{eventually, finished, Masters, RedisServer};
 
 fn exists(server: &RedisServer, name: &str) -> bool {
     server.conn().exists(format!("rlock:{{{name}}}")).unwrap()
@@ -114,7 +112,7 @@ async fn close_ends_waits_in_progress_with_closed() {
     // the others there.
     let mut observer = server.conn();
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        eventually(Duration::from_secs(5), || {
             let in_line: usize = redis::cmd("LLEN")
                 .arg("rlock:{busy}:queue")
                 .query(&mut observer)
@@ -129,7 +127,7 @@ async fn close_ends_waits_in_progress_with_closed() {
     for wait in waits {
         closed(
             "a wait in progress",
-            support::finished(wait, Duration::from_secs(3)).await,
+            finished(wait, Duration::from_secs(3)).await,
         );
     }
     assert!(
@@ -160,7 +158,7 @@ async fn close_closes_the_connections_while_handles_are_still_alive() {
     assert_eq!(connections(&mut observer), baseline + 2);
     client.close().await;
     assert!(
-        support::eventually(Duration::from_secs(3), || connections(&mut observer)
+        eventually(Duration::from_secs(3), || connections(&mut observer)
             == baseline)
         .await,
         "{} connections left open",
@@ -194,8 +192,8 @@ async fn close_returns_promptly_when_redis_does_not_answer() {
 
 #[tokio::test]
 async fn a_redlock_client_gives_back_its_locks_on_every_master_when_closed() {
-    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let servers = Masters::start(3);
+    let urls = servers.urls();
     let client = Client::connect_urls(&urls, ClientOptions::default())
         .await
         .unwrap();

@@ -2,13 +2,10 @@
 //! together), release messages travel by sharded pub/sub, and a master
 //! failover never leaves a silent second holder.
 
-mod support;
-
 use std::time::Duration;
 
 use rlock_core::{Client, ClientOptions, LockOptions, Wait};
-use support::topology::RedisCluster;
-use support::RedisServer;
+use rlock_test_support::{contend, eventually, finished, RedisCluster, RedisServer};
 
 async fn client(cluster: &RedisCluster) -> Client {
     Client::connect_urls(&cluster.seed_urls(), ClientOptions::default().cluster(true))
@@ -50,7 +47,7 @@ async fn a_waiter_is_woken_by_the_sharded_release_message() {
         tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(20))).await });
     let node = &cluster.nodes[cluster.master_of("rlock:{hot}")];
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        eventually(Duration::from_secs(5), || {
             let (_, n): (String, i64) = redis::cmd("PUBSUB")
                 .arg("SHARDNUMSUB")
                 .arg("rlock:{hot}:released")
@@ -63,7 +60,7 @@ async fn a_waiter_is_woken_by_the_sharded_release_message() {
     );
     holder.release().await.unwrap();
     // The holder's lease had ~30 s left: only the message explains this.
-    let got = support::finished(waiting, Duration::from_secs(5)).await;
+    let got = finished(waiting, Duration::from_secs(5)).await;
     assert!(got.is_ok(), "{got:?}");
 }
 
@@ -73,7 +70,7 @@ async fn eight_tasks_keep_a_non_atomic_counter_exact() {
     let data = RedisServer::start();
     let client = client(&cluster).await;
     let locks = (0..8).map(|_| client.lock("counter").unwrap()).collect();
-    assert_eq!(support::contend(locks, 50, &data.url()).await, 8 * 50);
+    assert_eq!(contend(locks, 50, &data.url()).await, 8 * 50);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +97,7 @@ async fn a_master_failover_leaves_every_holding_held_or_reported_lost() {
     for (i, lock) in locks.iter().enumerate() {
         let name = format!("fo:{i}");
         // Either the holder still holds it, or it was told it lost it.
-        let settled = support::eventually(Duration::from_secs(5), || {
+        let settled = eventually(Duration::from_secs(5), || {
             lock.lost().is_some() || { futures_block(lock.owned()).unwrap_or(false) }
         })
         .await;

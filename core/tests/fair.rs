@@ -1,15 +1,13 @@
 //! Fair mode: waiters queue in Redis in arrival order, and a release hands the
 //! lock straight to the first live one, who learns it from the message.
 
-mod support;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, Error, Lock, LockOptions, Wait};
-use support::RedisServer;
+use rlock_test_support::{contend, eventually, finished, worker_args, worker_command, RedisServer};
 
 fn fair(ttl: Duration) -> LockOptions {
     LockOptions::default().ttl(ttl).fair(true)
@@ -42,7 +40,7 @@ async fn ten_waiters_in_three_processes_get_the_lock_in_arrival_order() {
     holder.acquire(Wait::Once).await.unwrap();
     let mut workers: Vec<_> = (0..3)
         .map(|_| {
-            support::worker_command("fair_worker", &[redis.url(), "fifo".into()])
+            worker_command("fair_worker", &[redis.url(), "fifo".into()])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -82,7 +80,7 @@ async fn ten_waiters_in_three_processes_get_the_lock_in_arrival_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the worker process of ten_waiters_in_three_processes_get_the_lock_in_arrival_order, not a test of its own"]
 async fn fair_worker() {
-    let args = support::worker_args();
+    let args = worker_args();
     let client = Client::connect(&args[0]).await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
@@ -161,7 +159,7 @@ async fn a_waiter_killed_while_queued_is_skipped() {
         .lock_with("skip", fair(Duration::from_secs(30)))
         .unwrap();
     holder.acquire(Wait::Once).await.unwrap();
-    let mut doomed = support::worker_command("fair_worker", &[redis.url(), "skip".into()])
+    let mut doomed = worker_command("fair_worker", &[redis.url(), "skip".into()])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -181,7 +179,7 @@ async fn a_waiter_killed_while_queued_is_skipped() {
     doomed.wait().unwrap();
     let released = Instant::now();
     holder.release().await.unwrap();
-    let got = support::finished(waiting, Duration::from_secs(5)).await;
+    let got = finished(waiting, Duration::from_secs(5)).await;
     assert!(got.is_ok(), "{got:?}");
     assert!(
         released.elapsed() < Duration::from_secs(2),
@@ -243,7 +241,7 @@ async fn a_timeout_and_a_cancelled_wait_leave_no_entry_and_no_stranded_lock() {
         racer.release().await.unwrap();
     }
     let mut conn = redis.conn();
-    let free = support::eventually(Duration::from_secs(5), || {
+    let free = eventually(Duration::from_secs(5), || {
         // Either the racer got it and its cancellation released it, or it
         // was never handed over: both end with the lock free.
         !conn.exists::<_, bool>("rlock:{leave}").unwrap()
@@ -302,9 +300,7 @@ async fn a_lost_handoff_message_is_recovered_by_the_waiters_own_check_and_grants
         .unwrap();
     assert_eq!(heard, 1);
     holder.release().await.unwrap();
-    let again = support::finished(waiting, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let again = finished(waiting, Duration::from_secs(5)).await.unwrap();
     assert!(
         again.fencing_token > fence,
         "granted by the late message of {fence}: {again:?}"
@@ -327,7 +323,7 @@ async fn fair_and_plain_users_of_one_name_never_break_mutual_exclusion() {
             client.lock_with("mixed", options).unwrap()
         })
         .collect();
-    assert_eq!(support::contend(locks, 40, &data.url()).await, 8 * 40);
+    assert_eq!(contend(locks, 40, &data.url()).await, 8 * 40);
 }
 
 #[tokio::test]
@@ -351,7 +347,7 @@ async fn a_plain_newcomer_cannot_barge_past_the_line() {
     let newcomer = client.lock("barge").unwrap();
     let mut conn = redis.conn();
     assert!(
-        support::eventually(Duration::from_secs(3), || !conn
+        eventually(Duration::from_secs(3), || !conn
             .exists::<_, bool>("rlock:{barge}")
             .unwrap()
             || queued_holds(&mut conn))
@@ -447,9 +443,7 @@ async fn a_handoff_counts_only_once_the_replicas_have_it() {
     });
     until_in_line(&holder, 1).await;
     holder.release().await.unwrap();
-    let err = support::finished(wait, Duration::from_secs(10))
-        .await
-        .unwrap_err();
+    let err = finished(wait, Duration::from_secs(10)).await.unwrap_err();
     assert_eq!(err.category(), "timeout", "{err}");
     assert!(err.to_string().contains("replicas"), "{err}");
     assert_eq!(waiter.fencing_token(), None);

@@ -1,13 +1,11 @@
 //! Leases: they end without a watchdog, the watchdog keeps them alive,
 //! `max_hold` caps them, and nothing renews a lock after its release.
 
-mod support;
-
 use std::time::Duration;
 
 use redis::Commands;
 use rlock_core::{Client, LockOptions, LostReason, Wait};
-use support::RedisServer;
+use rlock_test_support::{eventually, RedisServer};
 
 fn pttl(redis: &RedisServer, key: &str) -> i64 {
     redis.conn().pttl(key).unwrap()
@@ -27,7 +25,7 @@ async fn without_auto_renew_the_lease_ends_and_the_holder_is_told() {
         .unwrap();
     assert_eq!(lost, Some(LostReason::LeaseEnded));
     assert!(
-        support::eventually(Duration::from_secs(2), || pttl(&redis, "rlock:{job}") == -2).await,
+        eventually(Duration::from_secs(2), || pttl(&redis, "rlock:{job}") == -2).await,
         "the key expires in Redis too"
     );
 }
@@ -70,7 +68,7 @@ async fn max_hold_stops_renewal_and_reports_the_loss() {
         "renewed past 300 ms, held {held_for:?}"
     );
     assert!(
-        support::eventually(Duration::from_secs(1), || pttl(&redis, "rlock:{capped}")
+        eventually(Duration::from_secs(1), || pttl(&redis, "rlock:{capped}")
             == -2)
         .await,
         "the lease ends in Redis by max_hold"
@@ -87,7 +85,7 @@ async fn after_release_no_renewal_touches_the_key_again() {
     // Let at least one renewal happen first, so the loop is known to run.
     let before = redis.calls("evalsha");
     assert!(
-        support::eventually(Duration::from_secs(2), || redis.calls("evalsha") > before).await,
+        eventually(Duration::from_secs(2), || redis.calls("evalsha") > before).await,
         "the watchdog renews while held"
     );
     lock.release().await.unwrap();
@@ -101,7 +99,7 @@ async fn after_release_no_renewal_touches_the_key_again() {
     let _: () = redis.conn().pexpire("rlock:{done}", 300).unwrap();
     let evalsha = redis.calls("evalsha");
     assert!(
-        support::eventually(Duration::from_secs(2), || pttl(&redis, "rlock:{done}")
+        eventually(Duration::from_secs(2), || pttl(&redis, "rlock:{done}")
             == -2)
         .await,
         "the key expired on its own"

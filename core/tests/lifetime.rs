@@ -4,12 +4,10 @@
 //! whatever its locks went through: a wait that timed out or was cancelled in
 //! line, a handoff through the line, renewals, Redlock, Cluster.
 
-mod support;
-
 use std::time::Duration;
 
 use rlock_core::{Client, ClientOptions, Lock, LockOptions, Wait};
-use support::RedisServer;
+use rlock_test_support::{eventually, finished, Masters, RedisServer, SentinelGroup};
 
 /// How long a dropped client may take to be gone: its tasks notice the drop
 /// at once; a waiter channel of a client that stood in line lingers 2 s.
@@ -56,7 +54,7 @@ impl Observer {
     /// seen otherwise.
     async fn settles_to(&mut self, baseline: &Footprint, after: &str) {
         let mut last = self.now();
-        let back = support::eventually(SETTLES_WITHIN, || {
+        let back = eventually(SETTLES_WITHIN, || {
             last = self.now();
             last == *baseline
         })
@@ -77,7 +75,7 @@ impl Observer {
     /// Waits until `n` waiters stand in the line of `name`.
     async fn in_line(&mut self, name: &str, n: usize) {
         let mut seen = 0;
-        let there = support::eventually(Duration::from_secs(5), || {
+        let there = eventually(Duration::from_secs(5), || {
             seen = self.queued(name);
             seen == n
         })
@@ -108,9 +106,7 @@ async fn take_over(observer: &mut Observer, lock: &Lock, held: &Lock, in_line: b
         observer.in_line(lock.name(), 1).await;
     }
     held.release().await.unwrap();
-    let got = support::finished(waiting, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let got = finished(waiting, Duration::from_secs(5)).await.unwrap();
     assert_eq!(lock.fencing_token(), Some(got.fencing_token));
     lock.release().await.unwrap();
 }
@@ -236,8 +232,8 @@ async fn ten_clients_that_queued_and_were_dropped_leave_no_connection() {
 
 #[tokio::test]
 async fn a_dropped_redlock_client_that_waited_leaves_nothing_on_any_master() {
-    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let servers = Masters::start(3);
+    let urls = servers.urls();
     let rival = Client::connect_urls(&urls, ClientOptions::default())
         .await
         .unwrap();
@@ -276,7 +272,7 @@ async fn a_dropped_cluster_client_that_waited_in_line_leaves_nothing() {
 
 #[tokio::test]
 async fn a_dropped_sentinel_client_that_waited_in_line_leaves_nothing_on_the_master() {
-    let group = support::topology::SentinelGroup::start();
+    let group = SentinelGroup::start();
     let rival = Client::connect(&group.url()).await.unwrap();
     let held = rival.lock("watched").unwrap();
     held.acquire(Wait::Once).await.unwrap();

@@ -1,12 +1,10 @@
 //! Lost locks: the holder is told the moment its lease ends without it.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, ClientOptions, Error, Lock, LockOptions, LostReason, Wait};
-use support::RedisServer;
+use rlock_test_support::{eventually, RedisServer};
 
 #[tokio::test]
 async fn a_key_deleted_from_outside_is_reported_lost_within_a_renewal_period() {
@@ -148,7 +146,7 @@ async fn a_release_redis_does_not_answer_stops_renewal_so_the_lease_ends_on_its_
     assert_eq!(lock.lost(), Some(LostReason::Unreachable));
     stall.join().unwrap();
     // Nothing renews it any more: it is gone by the end of its lease.
-    let gone = support::eventually(Duration::from_secs(5), || {
+    let gone = eventually(Duration::from_secs(5), || {
         !redis
             .conn()
             .exists::<_, bool>("rlock:{unanswered}")

@@ -1,20 +1,18 @@
 //! The lock's first promise: one holder at a time, owner-checked release,
 //! fencing tokens that only grow, re-entry by the same owner only.
 
-mod support;
-
 use std::time::Duration;
 
 use redis::Commands;
 use rlock_core::{Client, Error, LockOptions, NotOwnedReason, Wait};
-use support::RedisServer;
+use rlock_test_support::{contend, eventually, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_tasks_incrementing_a_counter_non_atomically_never_lose_an_update() {
     let redis = RedisServer::start();
     let client = Client::connect(&redis.url()).await.unwrap();
     let locks = (0..16).map(|_| client.lock("counter").unwrap()).collect();
-    assert_eq!(support::contend(locks, 200, &redis.url()).await, 16 * 200);
+    assert_eq!(contend(locks, 200, &redis.url()).await, 16 * 200);
 }
 
 #[tokio::test]
@@ -50,7 +48,7 @@ async fn a_release_after_the_lease_ended_reports_expired_not_success() {
         .auto_renew(false);
     let lock = client.lock_with("short", opts).unwrap();
     lock.acquire(Wait::Once).await.unwrap();
-    let gone = support::eventually(Duration::from_secs(3), || {
+    let gone = eventually(Duration::from_secs(3), || {
         !redis.conn().exists::<_, bool>("rlock:{short}").unwrap()
     })
     .await;

@@ -1,13 +1,11 @@
 //! A nested release must leave the lease the holder believes it has: the
 //! lease its acquisition or its last extend set, never past `max_hold`.
 
-mod support;
-
 use std::time::Duration;
 
 use redis::Commands;
 use rlock_core::{Client, Error, LockOptions, Wait};
-use support::RedisServer;
+use rlock_test_support::RedisServer;
 
 #[tokio::test]
 async fn a_nested_release_keeps_an_extended_lease_so_no_one_enters_unannounced() {

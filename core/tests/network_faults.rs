@@ -1,18 +1,15 @@
 //! Network faults between a client and Redis, each made deterministic by a
-//! fault proxy (support/proxy.rs): a request Redis applied whose reply was
+//! fault proxy (`FaultProxy`): a request Redis applied whose reply was
 //! lost and that the core sends again, a pub/sub wire that delivers late, a
 //! waiter whose leaving the line failed, masters that answer too late, and
 //! keys of the wrong type. Each test states the promise that fault must not
 //! break.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, ClientOptions, Error, LockOptions, Wait};
-use support::proxy::{Cut, FaultProxy};
-use support::RedisServer;
+use rlock_test_support::{eventually, finished, Cut, FaultProxy, Masters, RedisServer};
 
 /// `release.lua`'s calls carry the publish command; no other request does.
 const RELEASE: &[u8] = b"PUBLISH";
@@ -31,11 +28,27 @@ fn count(server: &RedisServer, name: &str) -> Option<u32> {
         .unwrap()
 }
 
-#[tokio::test]
-async fn a_nested_release_whose_reply_was_lost_is_not_applied_twice() {
+/// A server, a fault proxy in front of it, and a client that reaches the
+/// server only through the proxy.
+async fn behind_proxy() -> (RedisServer, FaultProxy, Client) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port);
     let client = Client::connect(&proxy.url()).await.unwrap();
+    (server, proxy, client)
+}
+
+/// Whether `n` waiters stand in the line of `name` within 5 s.
+async fn in_line(server: &RedisServer, name: &str, n: usize) -> bool {
+    let line = format!("rlock:{{{name}}}:queue");
+    eventually(Duration::from_secs(5), || {
+        server.conn().llen::<_, usize>(&line).unwrap() == n
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_nested_release_whose_reply_was_lost_is_not_applied_twice() {
+    let (server, proxy, client) = behind_proxy().await;
     let lock = client.lock("stock").unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     lock.acquire(Wait::Once).await.unwrap();
@@ -58,9 +71,7 @@ async fn a_nested_release_whose_reply_was_lost_is_not_applied_twice() {
 
 #[tokio::test]
 async fn a_last_release_that_handed_the_lock_over_and_lost_its_reply_reports_success() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port);
-    let client = Client::connect(&proxy.url()).await.unwrap();
+    let (server, proxy, client) = behind_proxy().await;
     let holder = client
         .lock_with("job", LockOptions::default().fair(true))
         .unwrap();
@@ -73,25 +84,23 @@ async fn a_last_release_that_handed_the_lock_over_and_lost_its_reply_reports_suc
         let held = waiter.acquire(Wait::For(Duration::from_secs(10))).await;
         (held, waiter)
     });
-    let queued = support::eventually(Duration::from_secs(5), || {
-        server.conn().llen::<_, usize>("rlock:{job}:queue").unwrap() == 1
-    })
-    .await;
-    assert!(queued, "the waiter never stood in line");
+    assert!(
+        in_line(&server, "job", 1).await,
+        "the waiter never stood in line"
+    );
     proxy.cut_on(RELEASE, Cut::AfterForward, 1);
     // Handed over to the waiter, the reply lost; the resend finds the waiter
     // holding it, while the holder's lease still ran.
     holder.finish().await.unwrap();
     assert_eq!(proxy.cuts_done(), 1);
-    let (held, waiter) = support::finished(waiting, Duration::from_secs(5)).await;
+    let (held, waiter) = finished(waiting, Duration::from_secs(5)).await;
     held.unwrap();
     assert!(waiter.owned().await.unwrap());
 }
 
 #[tokio::test]
 async fn a_handoff_heard_late_is_never_believed_past_redis_expiry() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port);
+    let (server, proxy, waiting) = behind_proxy().await;
     let holding = Client::connect(&server.url()).await.unwrap();
     let holder = holding
         .lock_with("cache", LockOptions::default().fair(true))
@@ -99,7 +108,6 @@ async fn a_handoff_heard_late_is_never_believed_past_redis_expiry() {
     holder.acquire(Wait::Once).await.unwrap();
     // The waiter's pub/sub wire delivers 700 ms late; its lease is 1 s and
     // not renewed.
-    let waiting = Client::connect(&proxy.url()).await.unwrap();
     let lease = Duration::from_secs(1);
     let waiter = waiting
         .lock_with(
@@ -114,22 +122,15 @@ async fn a_handoff_heard_late_is_never_believed_past_redis_expiry() {
         let waiter = waiter.clone();
         tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(10))).await })
     };
-    let queued = support::eventually(Duration::from_secs(5), || {
-        server
-            .conn()
-            .llen::<_, usize>("rlock:{cache}:queue")
-            .unwrap()
-            == 1
-    })
-    .await;
-    assert!(queued, "the waiter never stood in line");
+    assert!(
+        in_line(&server, "cache", 1).await,
+        "the waiter never stood in line"
+    );
     // The handoff is written now, and heard 700 ms later.
     tokio::time::sleep(Duration::from_millis(600)).await;
     proxy.delay_pubsub(Duration::from_millis(700));
     holder.release().await.unwrap();
-    support::finished(task, Duration::from_secs(5))
-        .await
-        .unwrap();
+    finished(task, Duration::from_secs(5)).await.unwrap();
     // When Redis lets the lock go: no earlier than the lease it reports,
     // counted from before it was asked.
     let asked = Instant::now();
@@ -152,8 +153,7 @@ const SCHEDULING_SLACK: Duration = Duration::from_millis(100);
 
 #[tokio::test]
 async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port);
+    let (server, proxy, leaving) = behind_proxy().await;
     let holding = Client::connect(&server.url()).await.unwrap();
     let holder = holding
         .lock_with("report", LockOptions::default().fair(true))
@@ -161,7 +161,6 @@ async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
     holder.acquire(Wait::Once).await.unwrap();
     // A waiter with an 8 s lease times out in line, first in it, and every
     // try to take its entry out is cut before Redis sees it.
-    let leaving = Client::connect(&proxy.url()).await.unwrap();
     let gone = leaving
         .lock_with(
             "report",
@@ -170,21 +169,11 @@ async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
                 .ttl(Duration::from_secs(8)),
         )
         .unwrap();
-    let in_line = |n: usize| {
-        let server = &server;
-        support::eventually(Duration::from_secs(5), move || {
-            server
-                .conn()
-                .llen::<_, usize>("rlock:{report}:queue")
-                .unwrap()
-                == n
-        })
-    };
     let timing_out = {
         let gone = gone.clone();
         tokio::spawn(async move { gone.acquire(Wait::For(Duration::from_millis(1500))).await })
     };
-    assert!(in_line(1).await);
+    assert!(in_line(&server, "report", 1).await);
     // Another waiter of the same client stays, so the client keeps its
     // waiter channel (and the entry left behind counts as alive).
     let stays = leaving
@@ -192,13 +181,13 @@ async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
         .unwrap();
     let staying =
         tokio::spawn(async move { stays.acquire(Wait::For(Duration::from_secs(20))).await });
-    assert!(in_line(2).await);
+    assert!(in_line(&server, "report", 2).await);
     proxy.cut_on(
         &sha(include_str!("../../lua/dequeue.lua")),
         Cut::BeforeForward,
         100,
     );
-    let timed_out = support::finished(timing_out, Duration::from_secs(5)).await;
+    let timed_out = finished(timing_out, Duration::from_secs(5)).await;
     assert!(
         matches!(timed_out, Err(Error::Timeout { .. })),
         "{timed_out:?}"
@@ -210,14 +199,14 @@ async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
     holder.release().await.unwrap();
     // The grant to the departed waiter reaches the one that stayed, not
     // after the 8 s lease.
-    let held = support::finished(staying, Duration::from_secs(5)).await;
+    let held = finished(staying, Duration::from_secs(5)).await;
     held.unwrap();
     assert!(released.elapsed() < Duration::from_secs(4));
 }
 
 #[tokio::test]
 async fn grants_of_masters_that_answered_too_late_are_given_back() {
-    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let servers = Masters::start(3);
     let proxies: Vec<FaultProxy> = servers.iter().map(|s| FaultProxy::start(s.port)).collect();
     let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
     let options = ClientOptions::default().node_timeout(Duration::from_millis(100));
@@ -234,8 +223,7 @@ async fn grants_of_masters_that_answered_too_late_are_given_back() {
         p.delay_replies(Duration::ZERO);
     }
     // Every master granted it, late; the give-back reaches them all.
-    let direct: Vec<String> = servers.iter().map(RedisServer::url).collect();
-    let other = Client::connect_urls(&direct, ClientOptions::default())
+    let other = Client::connect_urls(&servers.urls(), ClientOptions::default())
         .await
         .unwrap();
     let start = Instant::now();
@@ -310,21 +298,13 @@ async fn a_line_entry_without_its_lease_is_dropped_before_anything_is_written() 
         let r = waiter.acquire(Wait::For(Duration::from_secs(10))).await;
         (r, waiter)
     });
-    let queued = support::eventually(Duration::from_secs(5), || {
-        server
-            .conn()
-            .llen::<_, usize>("rlock:{entry}:queue")
-            .unwrap()
-            == 1
-    })
-    .await;
-    assert!(queued);
+    assert!(in_line(&server, "entry", 1).await);
     let mut c = server.conn();
     let _: () = c
         .lpush("rlock:{entry}:queue", format!("{}:nolease", client.id()))
         .unwrap();
     assert_eq!(lock.release().await.unwrap(), 0);
-    let (r, waiter) = support::finished(waiting, Duration::from_secs(5)).await;
+    let (r, waiter) = finished(waiting, Duration::from_secs(5)).await;
     r.unwrap();
     assert!(waiter.owned().await.unwrap());
 }
@@ -366,24 +346,11 @@ async fn two_waits_of_one_owner_hold_the_lock_once_each_in_turn() {
             tokio::spawn(async move { lock.acquire(Wait::For(Duration::from_secs(10))).await })
         })
         .collect();
-    let queued = support::eventually(Duration::from_secs(5), || {
-        server
-            .conn()
-            .llen::<_, usize>("rlock:{twice}:queue")
-            .unwrap()
-            == 1
-    })
-    .await;
-    assert!(queued);
+    assert!(in_line(&server, "twice", 1).await);
     holder.release().await.unwrap();
     let mut counts = Vec::new();
     for w in waits {
-        counts.push(
-            support::finished(w, Duration::from_secs(5))
-                .await
-                .unwrap()
-                .count,
-        );
+        counts.push(finished(w, Duration::from_secs(5)).await.unwrap().count);
     }
     counts.sort_unstable();
     assert_eq!(counts, [1, 2], "both waits came back as the first holding");
@@ -395,9 +362,7 @@ async fn two_waits_of_one_owner_hold_the_lock_once_each_in_turn() {
 
 #[tokio::test]
 async fn a_re_entry_whose_every_reply_was_lost_does_not_keep_the_lock_after_the_last_release() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port);
-    let client = Client::connect(&proxy.url()).await.unwrap();
+    let (server, proxy, client) = behind_proxy().await;
     let lock = client.lock("reentry").unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     let acquire = sha(&format!(
@@ -428,9 +393,7 @@ async fn a_re_entry_whose_every_reply_was_lost_does_not_keep_the_lock_after_the_
 
 #[tokio::test]
 async fn a_nested_release_that_never_reached_redis_leaves_the_outer_release_to_free_the_lock() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port);
-    let client = Client::connect(&proxy.url()).await.unwrap();
+    let (server, proxy, client) = behind_proxy().await;
     let lock = client.lock("inner-lost").unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     lock.acquire(Wait::Once).await.unwrap();
@@ -455,9 +418,7 @@ async fn a_nested_release_that_never_reached_redis_leaves_the_outer_release_to_f
 
 #[tokio::test]
 async fn an_acquisition_answered_after_its_lease_is_never_reported_held() {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port);
-    let client = Client::connect(&proxy.url()).await.unwrap();
+    let (_server, proxy, client) = behind_proxy().await;
     let lock = client
         .lock_with(
             "late",

@@ -11,8 +11,6 @@
 //! `properties.proptest-regressions` beside this file and replays first on
 //! every later run.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -21,7 +19,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use redis::Commands;
 use rlock_core::{Acquired, Client, Error, Lock, LockOptions, NotOwnedReason, Wait};
-use support::RedisServer;
+use rlock_test_support::{eventually, RedisServer};
 
 const SEQUENCES: u32 = 128;
 const MAX_STEPS: usize = 30;
@@ -317,7 +315,7 @@ async fn perform(redis: &RedisServer, locks: &[Vec<Lock>], op: Op) -> Result<Ans
             let key = locks[name][0].keys().lock.clone();
             let mut conn = redis.conn();
             let _: bool = conn.pexpire(&key, 1).map_err(|e| e.to_string())?;
-            let gone = support::eventually(Duration::from_secs(2), || {
+            let gone = eventually(Duration::from_secs(2), || {
                 !conn.exists::<_, bool>(&key).unwrap()
             })
             .await;
@@ -561,7 +559,7 @@ async fn check_name(
         let other = other.clone();
         tokio::spawn(async move { other.acquire(Wait::For(Duration::from_secs(10))).await })
     };
-    let subscribed = support::eventually(Duration::from_secs(5), || {
+    let subscribed = eventually(Duration::from_secs(5), || {
         let in_line: usize = conn.llen(&keys.queue).unwrap();
         redis.subscribers(&keys.channel) == 1 || in_line == 1
     })

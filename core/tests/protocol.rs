@@ -2,11 +2,9 @@
 //! what their scripts run), scripts that survive SCRIPT FLUSH, and the
 //! owner-checked scripts' answers as another client sending them sees them.
 
-mod support;
-
 use redis::Commands;
 use rlock_core::{Client, ClientOptions, Wait};
-use support::RedisServer;
+use rlock_test_support::RedisServer;
 
 #[tokio::test]
 async fn an_uncontended_cycle_sends_exactly_two_commands() {

@@ -2,24 +2,16 @@
 //! majority, tolerates a minority of failed nodes, and reports the loss when
 //! a majority forgets the lock.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, ClientOptions, LockOptions, LostReason, Wait};
-use support::RedisServer;
+use rlock_test_support::{
+    contend, eventually, finished, worker_args, worker_process, Masters, RedisServer,
+};
 
-fn servers(n: usize) -> Vec<RedisServer> {
-    (0..n).map(|_| RedisServer::start()).collect()
-}
-
-fn urls(servers: &[RedisServer]) -> Vec<String> {
-    servers.iter().map(|s| s.url()).collect()
-}
-
-async fn client(servers: &[RedisServer]) -> Client {
-    Client::connect_urls(&urls(servers), ClientOptions::default())
+async fn client(servers: &Masters) -> Client {
+    Client::connect_urls(&servers.urls(), ClientOptions::default())
         .await
         .unwrap()
 }
@@ -33,7 +25,7 @@ fn held_on(servers: &[RedisServer], key: &str) -> usize {
 
 #[tokio::test]
 async fn a_lock_is_taken_on_every_node_and_released_everywhere() {
-    let nodes = servers(5);
+    let nodes = Masters::start(5);
     let client = client(&nodes).await;
     assert!(client.is_redlock());
     let lock = client.lock("job").unwrap();
@@ -53,7 +45,7 @@ async fn a_lock_is_taken_on_every_node_and_released_everywhere() {
 
 #[tokio::test]
 async fn fair_mode_is_refused_over_independent_masters() {
-    let nodes = servers(3);
+    let nodes = Masters::start(3);
     let client = client(&nodes).await;
     let err = client
         .lock_with("line", LockOptions::default().fair(true))
@@ -68,7 +60,7 @@ async fn fair_mode_is_refused_over_independent_masters() {
 
 #[tokio::test]
 async fn a_client_starts_with_a_minority_of_masters_down_but_not_with_a_majority() {
-    let mut nodes = servers(3);
+    let mut nodes = Masters::start(3);
     nodes[0].stop();
     let client = client(&nodes).await;
     let lock = client.lock("late").unwrap();
@@ -87,7 +79,7 @@ async fn a_client_starts_with_a_minority_of_masters_down_but_not_with_a_majority
         start.elapsed()
     );
     nodes[1].stop();
-    let err = Client::connect_urls(&urls(&nodes), ClientOptions::default())
+    let err = Client::connect_urls(&nodes.urls(), ClientOptions::default())
         .await
         .unwrap_err();
     assert_eq!(err.category(), "connection", "{err}");
@@ -96,7 +88,7 @@ async fn a_client_starts_with_a_minority_of_masters_down_but_not_with_a_majority
 
 #[tokio::test]
 async fn two_nodes_down_of_five_still_acquires() {
-    let mut nodes = servers(5);
+    let mut nodes = Masters::start(5);
     let client = client(&nodes).await;
     nodes[3].stop();
     nodes[4].stop();
@@ -112,7 +104,7 @@ async fn two_nodes_down_of_five_still_acquires() {
 
 #[tokio::test]
 async fn a_dead_master_fails_at_once_and_costs_no_operation_its_node_timeout() {
-    let mut nodes = servers(3);
+    let mut nodes = Masters::start(3);
     let client = client(&nodes).await;
     let warm = client.lock("warm").unwrap();
     warm.acquire(Wait::Once).await.unwrap();
@@ -175,7 +167,7 @@ async fn a_dead_master_fails_at_once_and_costs_no_operation_its_node_timeout() {
 
 #[tokio::test]
 async fn a_release_that_a_majority_refuses_says_the_lock_was_not_held() {
-    let nodes = servers(3);
+    let nodes = Masters::start(3);
     let client = client(&nodes).await;
     let lock = client.lock("forgotten").unwrap();
     lock.acquire(Wait::Once).await.unwrap();
@@ -195,7 +187,7 @@ async fn a_release_that_a_majority_refuses_says_the_lock_was_not_held() {
 
 #[tokio::test]
 async fn with_a_master_down_a_waiter_sleeps_until_the_release_instead_of_polling() {
-    let mut nodes = servers(3);
+    let mut nodes = Masters::start(3);
     let client = client(&nodes).await;
     nodes[2].stop();
     let holder = client.lock("held-long").unwrap();
@@ -210,7 +202,7 @@ async fn with_a_master_down_a_waiter_sleeps_until_the_release_instead_of_polling
     // Once it is waiting, a quiet second on a live master: the dead one's
     // errors do not turn the wait into retries every few milliseconds.
     assert!(
-        support::eventually(Duration::from_secs(5), || nodes[0]
+        eventually(Duration::from_secs(5), || nodes[0]
             .subscribers("rlock:{held-long}:released")
             > 0)
         .await
@@ -220,9 +212,7 @@ async fn with_a_master_down_a_waiter_sleeps_until_the_release_instead_of_polling
     let attempts = nodes[0].calls("evalsha") - before;
     assert!(attempts <= 1, "{attempts} attempts in a second of waiting");
     holder.release().await.unwrap();
-    let waited = support::finished(waiting, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let waited = finished(waiting, Duration::from_secs(5)).await.unwrap();
     assert!(
         waited < Duration::from_secs(5),
         "woken by the release: {waited:?}"
@@ -231,7 +221,7 @@ async fn with_a_master_down_a_waiter_sleeps_until_the_release_instead_of_polling
 
 #[tokio::test]
 async fn three_nodes_down_of_five_is_a_timeout_within_the_wait_with_the_node_errors() {
-    let mut nodes = servers(5);
+    let mut nodes = Masters::start(5);
     let client = client(&nodes).await;
     for n in &mut nodes[2..] {
         n.stop();
@@ -255,9 +245,9 @@ async fn three_nodes_down_of_five_is_a_timeout_within_the_wait_with_the_node_err
 
 #[tokio::test]
 async fn a_node_stalled_past_the_node_timeout_does_not_stall_acquisition() {
-    let nodes = servers(5);
+    let nodes = Masters::start(5);
     let options = ClientOptions::default().node_timeout(Duration::from_millis(150));
-    let client = Client::connect_urls(&urls(&nodes), options).await.unwrap();
+    let client = Client::connect_urls(&nodes.urls(), options).await.unwrap();
     // Warm the scripts everywhere first so the measured call is one round trip.
     let warm = client.lock("warm").unwrap();
     warm.acquire(Wait::Once).await.unwrap();
@@ -278,14 +268,14 @@ async fn a_node_stalled_past_the_node_timeout_does_not_stall_acquisition() {
 
 #[tokio::test]
 async fn nodes_restarted_without_persistence_while_held_lose_the_lock_once_a_majority_forgot_it() {
-    let mut nodes = servers(5);
+    let mut nodes = Masters::start(5);
     let client = client(&nodes).await;
     let opts = LockOptions::default().ttl(Duration::from_millis(900));
     let lock = client.lock_with("amnesia", opts).unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     // One node forgets: four still hold it; renewals keep a majority.
     nodes[0].restart();
-    let rival_client = Client::connect_urls(&urls(&nodes), ClientOptions::default())
+    let rival_client = Client::connect_urls(&nodes.urls(), ClientOptions::default())
         .await
         .unwrap();
     let rival = rival_client.lock("amnesia").unwrap();
@@ -307,12 +297,12 @@ async fn nodes_restarted_without_persistence_while_held_lose_the_lock_once_a_maj
 
 #[test]
 fn eight_holders_in_two_processes_keep_a_non_atomic_counter_exact() {
-    let nodes = servers(3);
+    let nodes = Masters::start(3);
     let data = RedisServer::start();
     let mut args = vec![data.url()];
-    args.extend(urls(&nodes));
-    let mut a = support::worker_process("counter_worker", &args);
-    let mut b = support::worker_process("counter_worker", &args);
+    args.extend(nodes.urls());
+    let mut a = worker_process("counter_worker", &args);
+    let mut b = worker_process("counter_worker", &args);
     assert!(a.wait().unwrap().success());
     assert!(b.wait().unwrap().success());
     let n: i64 = data.conn().get("counted").unwrap();
@@ -324,18 +314,18 @@ fn eight_holders_in_two_processes_keep_a_non_atomic_counter_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the worker process of eight_holders_in_two_processes_keep_a_non_atomic_counter_exact, not a test of its own"]
 async fn counter_worker() {
-    let args = support::worker_args();
+    let args = worker_args();
     let (data, lock_urls) = args.split_first().unwrap();
     let client = Client::connect_urls(lock_urls, ClientOptions::default())
         .await
         .unwrap();
     let locks = (0..4).map(|_| client.lock("counted").unwrap()).collect();
-    support::contend(locks, 50, data).await;
+    contend(locks, 50, data).await;
 }
 
 #[tokio::test]
 async fn a_release_answers_the_count_a_majority_still_has() {
-    let nodes = servers(3);
+    let nodes = Masters::start(3);
     let client = client(&nodes).await;
     let lock = client.lock("stale").unwrap();
     lock.acquire(Wait::Once).await.unwrap();

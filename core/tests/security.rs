@@ -2,15 +2,13 @@
 //! user that can use every feature, passwords that never show, owner ids from
 //! the OS CSPRNG, and names that are only ever keys.
 
-mod support;
-
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, ClientOptions, Error, LockOptions, Wait};
-use support::RedisServer;
+use rlock_test_support::{eventually, RedisServer};
 
 // ---------------------------------------------------------------------------
 // TLS
@@ -56,7 +54,7 @@ async fn rediss_with_the_servers_ca_trusted_takes_waits_and_renews_locks() {
     let waiting =
         tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(10))).await });
     assert!(
-        support::eventually(Duration::from_secs(5), || redis
+        eventually(Duration::from_secs(5), || redis
             .subscribers("rlock:{tls}:released")
             == 1)
         .await
@@ -205,7 +203,7 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
         async move { waiter.acquire(Wait::For(Duration::from_secs(15))).await }
     });
     let channel = &lock.keys().channel;
-    if !support::eventually(Duration::from_secs(5), || redis.subscribers(channel) == 1).await {
+    if !eventually(Duration::from_secs(5), || redis.subscribers(channel) == 1).await {
         return Err("the waiter could not subscribe".into());
     }
     let pubsub = pubsub_connections(redis);
@@ -217,7 +215,7 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
         .unwrap()
         .map_err(e("woken waiter"))?;
     waiter.release().await.map_err(e("waiter release"))?;
-    if !support::eventually(Duration::from_secs(5), || redis.subscribers(channel) == 0).await {
+    if !eventually(Duration::from_secs(5), || redis.subscribers(channel) == 0).await {
         return Err("the subscription outlived the last waiter".into());
     }
     // Left by UNSUBSCRIBE, not by dropping the connection.
@@ -283,7 +281,7 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
     let key = renewed.keys().lock.clone();
     let mut conn = redis.conn();
     let (mut last, mut renewals) = (i64::MAX, 0);
-    let kept = support::eventually(Duration::from_secs(5), || {
+    let kept = eventually(Duration::from_secs(5), || {
         let left: i64 = conn.pttl(&key).unwrap();
         if left > last {
             renewals += 1;
@@ -461,11 +459,9 @@ async fn owner_ids_carry_a_random_uuid_v4_per_client() {
 
 /// Counts the scripts Redis has cached: one per distinct script text.
 fn cached_scripts(redis: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query(&mut redis.conn())
-        .unwrap();
-    info.lines()
+    redis
+        .info("memory")
+        .lines()
         .find_map(|l| l.strip_prefix("number_of_cached_scripts:"))
         .unwrap()
         .trim()

@@ -1,13 +1,11 @@
 //! Sentinel: the master is found through Sentinel and found again after a
 //! failover; `sync_replicas` makes an acquisition wait for replicas.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, LockOptions, Wait};
-use support::topology::{wait_until, SentinelGroup};
+use rlock_test_support::{wait_until, SentinelGroup};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_follow_the_master_through_a_sentinel_failover() {

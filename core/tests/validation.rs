@@ -1,12 +1,10 @@
 //! Bad input gets a typed error before any I/O; connection failures are
 //! connection errors that never show a password.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use rlock_core::{validate, Client, ClientOptions, Error, LockOptions, Unit, Wait};
-use support::RedisServer;
+use rlock_test_support::RedisServer;
 
 fn is_invalid<T: std::fmt::Debug>(r: Result<T, Error>) -> bool {
     matches!(r, Err(Error::InvalidArgument(_)))

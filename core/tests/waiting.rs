@@ -2,13 +2,11 @@
 //! never polling, and never broken by a foreign key; after `queue_after`, a
 //! place in line that releases hand the lock to.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, LockOptions, Wait};
-use support::RedisServer;
+use rlock_test_support::{eventually, finished, RedisServer};
 
 /// Loads the scripts into Redis, so counted cycles carry no SCRIPT LOAD.
 async fn warm_up(client: &Client) {
@@ -44,7 +42,7 @@ async fn a_waiter_wakes_on_the_release_message_long_before_the_lease_would_end()
     let waiting =
         tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(15))).await });
     assert!(
-        support::eventually(Duration::from_secs(5), || redis
+        eventually(Duration::from_secs(5), || redis
             .subscribers("rlock:{busy}:released")
             == 1)
         .await,
@@ -53,7 +51,7 @@ async fn a_waiter_wakes_on_the_release_message_long_before_the_lease_would_end()
     // Its two attempts (before and after subscribing), then it sleeps.
     let mut attempts = 0;
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        eventually(Duration::from_secs(5), || {
             attempts += evalshas(&monitor.mark());
             attempts >= 2
         })
@@ -62,7 +60,7 @@ async fn a_waiter_wakes_on_the_release_message_long_before_the_lease_would_end()
     assert_eq!(attempts, 2);
     let released = Instant::now();
     holder.release().await.unwrap();
-    let got = support::finished(waiting, Duration::from_secs(5)).await;
+    let got = finished(waiting, Duration::from_secs(5)).await;
     assert!(got.is_ok(), "{got:?}");
     // The lease had ~20 s left: only the message can explain a wake this soon.
     assert!(released.elapsed() < Duration::from_secs(5));
@@ -70,7 +68,7 @@ async fn a_waiter_wakes_on_the_release_message_long_before_the_lease_would_end()
     let sent = monitor.mark();
     assert_eq!(evalshas(&sent), 2, "{sent:?}");
     assert!(
-        support::eventually(Duration::from_secs(5), || redis
+        eventually(Duration::from_secs(5), || redis
             .subscribers("rlock:{busy}:released")
             == 0)
         .await,
@@ -103,7 +101,7 @@ async fn idle_waiters_send_no_commands_and_a_release_wakes_one_per_client() {
         });
     }
     assert!(
-        support::eventually(Duration::from_secs(5), || redis
+        eventually(Duration::from_secs(5), || redis
             .subscribers("rlock:{crowd}:released")
             == 1)
         .await,
@@ -112,7 +110,7 @@ async fn idle_waiters_send_no_commands_and_a_release_wakes_one_per_client() {
     // Each waiter makes two attempts, then sleeps.
     let mut attempts = 0;
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        eventually(Duration::from_secs(5), || {
             attempts += evalshas(&monitor.mark());
             attempts >= 40
         })
@@ -234,7 +232,7 @@ async fn a_cancelled_wait_leaves_no_lock_behind() {
     let w = waiter.clone();
     let task = tokio::spawn(async move { w.acquire(Wait::Forever).await });
     assert!(
-        support::eventually(Duration::from_secs(5), || redis
+        eventually(Duration::from_secs(5), || redis
             .subscribers("rlock:{cancel}:released")
             == 1)
         .await
@@ -243,7 +241,7 @@ async fn a_cancelled_wait_leaves_no_lock_behind() {
     let _ = task.await;
     holder.release().await.unwrap();
     assert!(
-        support::eventually(Duration::from_secs(5), || redis
+        eventually(Duration::from_secs(5), || redis
             .subscribers("rlock:{cancel}:released")
             == 0)
         .await
@@ -262,7 +260,7 @@ fn in_line(redis: &RedisServer, name: &str) -> usize {
 
 async fn until_in_line(redis: &RedisServer, name: &str, n: usize) {
     assert!(
-        support::eventually(Duration::from_secs(10), || in_line(redis, name) == n).await,
+        eventually(Duration::from_secs(10), || in_line(redis, name) == n).await,
         "never {n} in line"
     );
 }
@@ -289,7 +287,7 @@ async fn a_waiter_past_queue_after_is_handed_the_lock_before_the_holder_can_reta
     // took a place in line after `queue_after`; then it sleeps.
     let mut attempts = 0;
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        eventually(Duration::from_secs(5), || {
             attempts += evalshas(&monitor.mark());
             attempts >= 3
         })
@@ -304,7 +302,7 @@ async fn a_waiter_past_queue_after_is_handed_the_lock_before_the_holder_can_reta
     let released = Instant::now();
     holder.release().await.unwrap();
     assert_eq!(holder.try_acquire().await.unwrap(), None);
-    let got = support::finished(waiting, Duration::from_secs(5)).await;
+    let got = finished(waiting, Duration::from_secs(5)).await;
     assert!(got.is_ok(), "{got:?}");
     assert!(released.elapsed() < Duration::from_secs(5));
     // The release, the holder's try: the waiter learnt it from the handoff
@@ -341,10 +339,8 @@ async fn a_waiter_that_finds_others_in_line_joins_it_at_once() {
         tokio::spawn(async move { s.acquire(Wait::For(Duration::from_secs(15))).await });
     until_in_line(&redis, "line", 2).await;
     holder.release().await.unwrap();
-    let a = support::finished(first_waits, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let b = support::finished(second_waits, Duration::from_secs(5))
+    let a = finished(first_waits, Duration::from_secs(5)).await.unwrap();
+    let b = finished(second_waits, Duration::from_secs(5))
         .await
         .unwrap();
     assert!(

@@ -4,30 +4,18 @@
 // client or its locks rejects with ClientClosedError.
 
 const assert = require('node:assert/strict')
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const { Client, ClientClosedError, LockLostError } = require('../../node/index.js')
-const { RedisServer, waitFor, aborted } = require('./helper.js')
+const { serve, waitFor, aborted } = require('./helper.js')
 
-let redis
-before(async () => {
-  redis = await RedisServer.start()
-})
-after(async () => {
-  await redis.stop()
-})
-
-/** The connections the server counts, but the one asking. */
-async function connections() {
-  const list = await redis.cli('CLIENT', 'LIST')
-  return list.split('\n').filter((line) => !line.includes('cmd=client|list')).length
-}
+const env = serve({ client: false })
 
 function isClosed(err) {
   return err instanceof ClientClosedError && err.code === 'ERR_LOCK_CLIENT_CLOSED'
 }
 
 test('close() releases what is held, every re-entry, and aborts its signal', async () => {
-  const client = await Client.connect(redis.url)
+  const client = await Client.connect(env.redis.url)
   const single = client.lock('close-single')
   await single.acquire()
   const signal = single.signal
@@ -35,19 +23,19 @@ test('close() releases what is held, every re-entry, and aborts its signal', asy
   await nested.acquire()
   await nested.acquire()
   await client.close()
-  assert.equal(await redis.cli('EXISTS', 'rlock:{close-single}'), '0')
-  assert.equal(await redis.cli('EXISTS', 'rlock:{close-nested}'), '0')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{close-single}'), '0')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{close-nested}'), '0')
   const reason = await aborted(signal)
   assert.ok(reason instanceof LockLostError)
   assert.equal(reason.reason, 'the client was closed')
   assert.equal(nested.lost, true)
-  const other = await Client.connect(redis.url)
+  const other = await Client.connect(env.redis.url)
   assert.equal(await other.lock('close-single').tryAcquire(), true, 'free at once, not after the lease')
   await other.close()
 })
 
 test('every operation after close() rejects with ClientClosedError', async () => {
-  const client = await Client.connect(redis.url)
+  const client = await Client.connect(env.redis.url)
   const held = client.lock('close-ops')
   await held.acquire()
   await client.close()
@@ -69,13 +57,13 @@ test('every operation after close() rejects with ClientClosedError', async () =>
 })
 
 test('close() ends a wait in progress', async () => {
-  const rival = await Client.connect(redis.url)
+  const rival = await Client.connect(env.redis.url)
   await rival.lock('close-wait').acquire()
-  const client = await Client.connect(redis.url)
+  const client = await Client.connect(env.redis.url)
   const waiting = client.lock('close-wait').acquire()
   let settled = false
   waiting.catch(() => {}).finally(() => (settled = true))
-  await waitFor(async () => (await redis.cli('LLEN', 'rlock:{close-wait}:queue')) === '1', {
+  await waitFor(async () => (await env.redis.cli('LLEN', 'rlock:{close-wait}:queue')) === '1', {
     what: 'the waiter in line',
   })
   assert.equal(settled, false)
@@ -87,14 +75,14 @@ test('close() ends a wait in progress', async () => {
 })
 
 test('close() closes the connections while the client is still referenced', async () => {
-  const baseline = await connections()
-  const client = await Client.connect(redis.url)
+  const baseline = await env.redis.connections()
+  const client = await Client.connect(env.redis.url)
   const holder = client.lock('close-conns')
   await holder.acquire()
   // A wait starts the pub/sub connection.
   await assert.rejects(client.lock('close-conns', { timeoutMs: 100 }).acquire())
-  assert.equal(await connections(), baseline + 2)
+  assert.equal(await env.redis.connections(), baseline + 2)
   await client.close()
-  await waitFor(async () => (await connections()) === baseline, { what: 'the connections closed' })
+  await waitFor(async () => (await env.redis.connections()) === baseline, { what: 'the connections closed' })
   assert.equal(holder.lost, true)
 })

@@ -9,24 +9,12 @@ const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
 const path = require('node:path')
 const readline = require('node:readline')
-const { test, before, after } = require('node:test')
-const { RedisServer, waitFor } = require('./helper.js')
+const { test } = require('node:test')
+const { serve, waitFor } = require('./helper.js')
 
 const entry = path.join(__dirname, '..', '..', 'node', 'index.js')
 
-let redis
-before(async () => {
-  redis = await RedisServer.start()
-})
-after(async () => {
-  await redis.stop()
-})
-
-/** The connections the server counts, but the one asking. */
-async function connections() {
-  const list = await redis.cli('CLIENT', 'LIST')
-  return list.split('\n').filter((line) => !line.includes('cmd=client|list')).length
-}
+const env = serve({ client: false })
 
 /**
  * Runs `body` (an async function's source, given the URL and a lock name that
@@ -61,7 +49,7 @@ async function dropped(body) {
       await (${body})(url, ${JSON.stringify(name)}, held)
       console.log('dropped')
       setInterval(() => global.gc(), 20)
-    })(${JSON.stringify(redis.url)}).catch((e) => { console.error(e); process.exit(3) })
+    })(${JSON.stringify(env.redis.url)}).catch((e) => { console.error(e); process.exit(3) })
   `
   const child = spawn(process.execPath, ['--expose-gc', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] })
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
@@ -74,11 +62,11 @@ async function dropped(body) {
   }
   try {
     await next('ready')
-    const baseline = await connections()
+    const baseline = await env.redis.connections()
     child.stdin.write('go\n')
     await next('dropped')
     let last
-    await waitFor(async () => (last = await connections()) === baseline, {
+    await waitFor(async () => (last = await env.redis.connections()) === baseline, {
       timeoutMs: 8000,
       what: `the dropped client's connections closed (baseline ${baseline})`,
     }).catch((e) => {

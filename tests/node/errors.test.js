@@ -5,20 +5,11 @@
 // ever shows.
 
 const assert = require('node:assert/strict')
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const { Client, LockConnectionError, LockError } = require('../../node/index.js')
-const { RedisServer, freePort, waitFor } = require('./helper.js')
+const { RedisServer, serve, freePort, waitFor } = require('./helper.js')
 
-let redis
-let client
-before(async () => {
-  redis = await RedisServer.start()
-  client = await Client.connect(redis.url)
-})
-after(async () => {
-  await client.close()
-  await redis.stop()
-})
+const env = serve()
 
 function invalid(ErrorClass) {
   return (err) => {
@@ -30,24 +21,24 @@ function invalid(ErrorClass) {
 
 test('bad URL lists and deployment options reject Client.connect() with ERR_INVALID_ARG', async () => {
   await assert.rejects(Client.connect([]), invalid(TypeError))
-  await assert.rejects(Client.connect([redis.url, 6379]), invalid(TypeError))
-  await assert.rejects(Client.connect([redis.url, 'redis://127.0.0.1:1/notadb']), invalid(TypeError))
-  await assert.rejects(Client.connect({ url: redis.url }), invalid(TypeError))
-  await assert.rejects(Client.connect(redis.url, { cluster: 'yes' }), invalid(TypeError))
-  await assert.rejects(Client.connect(redis.url, { tlsCa: 42 }), invalid(TypeError))
+  await assert.rejects(Client.connect([env.redis.url, 6379]), invalid(TypeError))
+  await assert.rejects(Client.connect([env.redis.url, 'redis://127.0.0.1:1/notadb']), invalid(TypeError))
+  await assert.rejects(Client.connect({ url: env.redis.url }), invalid(TypeError))
+  await assert.rejects(Client.connect(env.redis.url, { cluster: 'yes' }), invalid(TypeError))
+  await assert.rejects(Client.connect(env.redis.url, { tlsCa: 42 }), invalid(TypeError))
   // A CA is for TLS: refused for a redis:// URL rather than ignored.
-  await assert.rejects(Client.connect(redis.url, { tlsCa: 'PEM' }), invalid(TypeError))
+  await assert.rejects(Client.connect(env.redis.url, { tlsCa: 'PEM' }), invalid(TypeError))
 })
 
 test('bad syncReplicas throws at client.lock() with ERR_INVALID_ARG', () => {
   for (const syncReplicas of [0, -1, 1.5, 101, NaN, Infinity]) {
-    assert.throws(() => client.lock('x', { syncReplicas }), invalid(RangeError), String(syncReplicas))
+    assert.throws(() => env.client.lock('x', { syncReplicas }), invalid(RangeError), String(syncReplicas))
   }
   for (const syncReplicas of ['1', true, null]) {
-    assert.throws(() => client.lock('x', { syncReplicas }), invalid(TypeError), String(syncReplicas))
+    assert.throws(() => env.client.lock('x', { syncReplicas }), invalid(TypeError), String(syncReplicas))
   }
-  assert.throws(() => client.lock('x', { syncReplicas: 0 }), /syncReplicas/)
-  assert.ok(client.lock('x', { syncReplicas: 2 }))
+  assert.throws(() => env.client.lock('x', { syncReplicas: 0 }), /syncReplicas/)
+  assert.ok(env.client.lock('x', { syncReplicas: 2 }))
 })
 
 test('an unreachable Redis rejects ERR_LOCK_CONNECTION without showing the password', async () => {

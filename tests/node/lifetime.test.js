@@ -6,24 +6,18 @@
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
 const path = require('node:path')
-const { test, before, after } = require('node:test')
-const { RedisServer } = require('./helper.js')
+const { test } = require('node:test')
+const { serve } = require('./helper.js')
 
 const entry = path.join(__dirname, '..', '..', 'node', 'index.js')
 
-let redis
-before(async () => {
-  redis = await RedisServer.start()
-})
-after(async () => {
-  await redis.stop()
-})
+const env = serve({ client: false })
 
 /** Runs `body` (an async function's source) in a child; resolves with its exit. */
 function runChild(body, timeoutMs = 10000) {
   const script = `
     const { Client } = require(${JSON.stringify(entry)})
-    ;(${body})(${JSON.stringify(redis.url)}).catch((e) => { console.error(e); process.exit(3) })
+    ;(${body})(${JSON.stringify(env.redis.url)}).catch((e) => { console.error(e); process.exit(3) })
   `
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
@@ -73,7 +67,7 @@ test('a client that is never closed does not keep the process alive either', asy
   assert.equal(code, 0, output)
   assert.match(output, /leaving/)
   // Not released: the lock stays until its lease runs out.
-  assert.equal(await redis.cli('EXISTS', 'rlock:{life-unclosed}'), '1')
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{life-unclosed}'), '1')
 })
 
 test('a lease lost with nobody listening is never an unhandled rejection', async () => {

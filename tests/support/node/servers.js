@@ -1,0 +1,230 @@
+'use strict'
+// A real redis-server on a free loopback port (plain or TLS-only), a Redis
+// Cluster built from such servers, and waiting on a condition until a
+// deadline. The one place the Node tests start Redis.
+
+const { spawn, execFile } = require('node:child_process')
+const fs = require('node:fs')
+const net = require('node:net')
+const os = require('node:os')
+const path = require('node:path')
+const tls = require('node:tls')
+const { promisify } = require('node:util')
+
+const run = promisify(execFile)
+
+/**
+ * A loopback port nothing listens on now. Another process may take it before
+ * the caller binds it: whoever starts a server there must be ready to try
+ * again on another.
+ */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer()
+    probe.once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address()
+      probe.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * Resolves true when something answers RESP on the port (even NOAUTH), over
+ * TLS trusting `ca` when given; false when the connection fails, closes or
+ * stays silent for a second (whatever took the port may never answer).
+ */
+function answers(port, ca) {
+  return new Promise((resolve) => {
+    const socket =
+      ca === undefined
+        ? net.connect(port, '127.0.0.1', () => socket.write('PING\r\n'))
+        : tls.connect({ port, host: '127.0.0.1', ca }, () => socket.write('PING\r\n'))
+    const done = (up) => {
+      socket.destroy()
+      resolve(up)
+    }
+    socket.once('data', () => done(true))
+    socket.once('error', () => done(false))
+    socket.once('close', () => done(false))
+    socket.setTimeout(1000, () => done(false))
+  })
+}
+
+/**
+ * Polls `condition` (sync or async) until it returns a truthy value, which it
+ * resolves with; rejects once `timeoutMs` passed without one.
+ */
+async function waitFor(condition, { timeoutMs = 5000, intervalMs = 10, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await condition()
+    if (value) return value
+    if (Date.now() >= deadline) throw new Error(`${what} not met within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, intervalMs))
+  }
+}
+
+/** How many times a start may find its port taken before it gives up. */
+const START_TRIES = 5
+
+class RedisServer {
+  /** Starts `redis-server` with extra arguments (say `--requirepass`). */
+  static async start(...extra) {
+    return RedisServer.#launch(extra, false)
+  }
+
+  /**
+   * Starts a TLS-only server (`rediss://`) whose certificate, for 127.0.0.1,
+   * is signed by a CA made for it: `server.caFile` is that CA's PEM file.
+   */
+  static async startTls(...extra) {
+    return RedisServer.#launch(extra, true)
+  }
+
+  static async #launch(extra, useTls) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rlock-node-test-'))
+    if (useTls) await makeCertificates(dir)
+    // Test files run in parallel: a port found free can be bound by another
+    // file's server first, and redis-server then exits. It starts again on
+    // another port.
+    for (let tries = 0; tries < START_TRIES; tries++) {
+      const server = new RedisServer(await freePort(), dir, extra, useTls)
+      if (await server.#spawn()) return server
+    }
+    fs.rmSync(dir, { recursive: true, force: true })
+    throw new Error(`redis-server found its port taken ${START_TRIES} times in a row`)
+  }
+
+  constructor(port, dir, extra, useTls) {
+    this.port = port
+    this.child = undefined
+    this.dir = dir
+    this.extra = extra
+    this.tls = useTls
+    this.caFile = path.join(dir, 'ca.crt')
+    this.password = extra.includes('--requirepass') ? extra[extra.indexOf('--requirepass') + 1] : undefined
+  }
+
+  /** Starts the process and waits until it answers; false when it exited first (its port was taken). */
+  async #spawn() {
+    const port = String(this.port)
+    const listen = this.tls
+      ? ['--port', '0', '--tls-port', port, '--tls-cert-file', 'server.crt', '--tls-key-file', 'server.key',
+          '--tls-ca-cert-file', 'ca.crt', '--tls-auth-clients', 'no']
+      : ['--port', port]
+    const args = [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir]
+    const child = spawn('redis-server', [...args, ...this.extra], { stdio: 'ignore', cwd: this.dir })
+    this.child = child
+    const failed = new Promise((_, reject) => {
+      child.once('error', (e) => reject(new Error(`redis-server did not start (make test installs it): ${e.message}`)))
+    })
+    const ca = this.tls ? fs.readFileSync(this.caFile) : undefined
+    // Whoever answers, it is this server only while this one runs.
+    const settled = async () => {
+      const answered = await answers(this.port, ca)
+      if (!this.running) return 'exited'
+      return answered ? 'up' : undefined
+    }
+    const state = await Promise.race([failed, waitFor(settled, { timeoutMs: 10000, what: 'redis-server start' })])
+    return state === 'up'
+  }
+
+  get url() {
+    return `${this.tls ? 'rediss' : 'redis'}://127.0.0.1:${this.port}`
+  }
+
+  get running() {
+    return this.child.exitCode === null && this.child.signalCode === null
+  }
+
+  /** One command through `redis-cli`, for the test's own observations. */
+  async cli(...command) {
+    const auth = this.password === undefined ? [] : ['--no-auth-warning', '-a', this.password]
+    const secure = this.tls ? ['--tls', '--cacert', this.caFile] : []
+    const args = ['-p', String(this.port), ...secure, ...auth, ...command]
+    const { stdout } = await run('redis-cli', args, { timeout: 10000 })
+    return stdout.trim()
+  }
+
+  /** The connections the server counts, but the one asking. */
+  async connections() {
+    const list = await this.cli('CLIENT', 'LIST')
+    return list.split('\n').filter((line) => !line.includes('cmd=client|list')).length
+  }
+
+  /** Kills the server (SIGKILL: no goodbye to clients) and removes its directory. */
+  async stop() {
+    if (this.running) {
+      const exited = new Promise((resolve) => this.child.once('exit', resolve))
+      this.child.kill('SIGKILL')
+      await exited
+    }
+    fs.rmSync(this.dir, { recursive: true, force: true })
+  }
+}
+
+/** A CA, and a server certificate for 127.0.0.1 and localhost it signed. */
+async function makeCertificates(dir) {
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
+  fs.writeFileSync(
+    path.join(dir, 'server.ext'),
+    'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n' +
+      'extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n',
+  )
+  const openssl = (...args) => run('openssl', args, { cwd: dir })
+  await openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-subj', '/CN=rlock test CA', '-days', '2')
+  await openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost')
+  await openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial',
+    '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext')
+}
+
+/**
+ * A Redis Cluster of `masters` masters (no replicas) on loopback, joined by
+ * `redis-cli --cluster create`; ready once every node says cluster_state:ok.
+ */
+class RedisCluster {
+  static async start(masters = 3) {
+    const nodes = []
+    try {
+      for (let i = 0; i < masters; i++) {
+        // The bus port defaults to port + 10000, which may not be free (or
+        // exist) for a high port: choose it too.
+        const bus = String(await freePort())
+        nodes.push(await RedisServer.start('--cluster-enabled', 'yes', '--cluster-port', bus,
+          '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000'))
+      }
+      const addrs = nodes.map((n) => `127.0.0.1:${n.port}`)
+      await run('redis-cli', ['--cluster', 'create', ...addrs, '--cluster-yes'])
+      const ok = async () =>
+        (await Promise.all(nodes.map((n) => n.cli('CLUSTER', 'INFO')))).every((i) => i.includes('cluster_state:ok'))
+      await waitFor(ok, { timeoutMs: 30000, intervalMs: 50, what: 'cluster_state:ok' })
+    } catch (err) {
+      await Promise.all(nodes.map((n) => n.stop()))
+      throw err
+    }
+    return new RedisCluster(nodes)
+  }
+
+  constructor(nodes) {
+    this.nodes = nodes
+  }
+
+  get urls() {
+    return this.nodes.map((n) => n.url)
+  }
+
+  /** The node serving `key`: the others answer MOVED. */
+  async masterOf(key) {
+    for (const node of this.nodes) {
+      if (/^\d+$/.test(await node.cli('EXISTS', key))) return node
+    }
+    throw new Error(`no node serves ${key}`)
+  }
+
+  async stop() {
+    await Promise.all(this.nodes.map((n) => n.stop()))
+  }
+}
+
+module.exports = { RedisServer, RedisCluster, waitFor, freePort }

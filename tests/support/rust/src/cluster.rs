@@ -1,0 +1,173 @@
+//! Redis Cluster: one node that serves every slot, or a cluster built with
+//! `redis-cli --cluster create`, masters with replicas that fail over.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{free_port, wait_until, RedisServer};
+
+impl RedisServer {
+    /// Starts a one-node Redis Cluster that serves every slot. Scripts there
+    /// refuse keys of different slots (CROSSSLOT), and it answers
+    /// [`keyslot`](Self::keyslot).
+    pub fn start_cluster_node() -> Self {
+        let args = |port: u16| {
+            [
+                "--port",
+                &port.to_string(),
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-port",
+                &free_port().to_string(),
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let server = Self::launch(args, |_| None);
+        let mut conn = server.conn();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("ADDSLOTSRANGE")
+            .arg(0)
+            .arg(16383)
+            .query(&mut conn)
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+            if info.lines().any(|l| l.trim() == "cluster_state:ok") {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the one-node cluster never came up"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The Cluster hash slot of `key`, as a Cluster node computes it.
+    pub fn keyslot(&self, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.conn())
+            .unwrap()
+    }
+
+    /// CLUSTER INFO, empty while the node does not answer.
+    fn cluster_info(&self) -> String {
+        self.sync_conn()
+            .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c))
+            .unwrap_or_default()
+    }
+}
+
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// `masters` masters, each with `replicas` replicas.
+    pub fn start(masters: usize, replicas: usize) -> Self {
+        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
+            .map(|_| {
+                // The bus port defaults to port + 10000, which may not exist
+                // for a high free port: choose it too.
+                let bus = free_port().to_string();
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-port",
+                    &bus,
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "1000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let status = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("redis-cli is installed with redis-server");
+        assert!(status.success(), "redis-cli --cluster create failed");
+        let cluster = RedisCluster { nodes };
+        cluster.wait_healthy();
+        // A replica that never synced is never promoted: wait for every link.
+        wait_until(Duration::from_secs(30), "replicas in sync", || {
+            cluster.nodes.iter().all(|n| {
+                let r = n.info("replication");
+                r.contains("role:master") || r.contains("master_link_status:up")
+            })
+        });
+        cluster
+    }
+
+    /// Kills the master serving `key` and waits until a replica took over.
+    pub fn fail_over(&mut self, key: &str) -> usize {
+        let victim = self.master_of(key);
+        self.nodes[victim].stop();
+        wait_until(Duration::from_secs(30), "a replica promoted", || {
+            let now = self.master_of(key);
+            now != victim && now != usize::MAX
+        });
+        self.wait_healthy();
+        victim
+    }
+
+    /// Waits until every live node says the cluster is ok.
+    pub fn wait_healthy(&self) {
+        wait_until(Duration::from_secs(30), "cluster_state:ok", || {
+            self.nodes
+                .iter()
+                .filter(|n| n.is_running())
+                .all(|n| n.cluster_info().contains("cluster_state:ok"))
+        });
+    }
+
+    pub fn seed_urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.url()).collect()
+    }
+
+    /// The node currently serving `key` as master.
+    pub fn master_of(&self, key: &str) -> usize {
+        let live = self.nodes.iter().position(|n| n.is_running()).unwrap();
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.nodes[live].conn())
+            .unwrap();
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut self.nodes[live].conn())
+            .unwrap();
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port: u16 = fields[1].split(['@', ':']).nth(1).unwrap().parse().unwrap();
+            let running = self.nodes.iter().any(|n| n.port == port && n.is_running());
+            if !fields[2].contains("master") || fields[2].contains("fail") || !running {
+                continue;
+            }
+            for range in &fields[8..] {
+                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                let (Ok(lo), Ok(hi)) = (lo.parse::<i64>(), hi.parse::<i64>()) else {
+                    continue;
+                };
+                if (lo..=hi).contains(&slot) {
+                    return self.nodes.iter().position(|n| n.port == port).unwrap();
+                }
+            }
+        }
+        usize::MAX // no live master serves it (yet)
+    }
+}

@@ -1,0 +1,28 @@
+//! What the Rust tests share: a real `redis-server` on a free loopback port,
+//! stopped when dropped (the one place they start Redis), the deployments
+//! built from it, a proxy that injects network faults, and waits that end at
+//! a deadline.
+
+mod certificates;
+mod cluster;
+mod contend;
+mod inspect;
+mod masters;
+mod monitor;
+mod port;
+mod proxy;
+mod sentinel;
+mod server;
+mod wait;
+mod worker;
+
+pub use cluster::RedisCluster;
+pub use contend::contend;
+pub use masters::Masters;
+pub use monitor::Monitor;
+pub use port::free_port;
+pub use proxy::{Cut, FaultProxy};
+pub use sentinel::SentinelGroup;
+pub use server::RedisServer;
+pub use wait::{eventually, finished, wait_until};
+pub use worker::{worker_args, worker_command, worker_process};

@@ -1,0 +1,233 @@
+//! One `redis-server` on a free loopback port, in a directory of its own,
+//! stopped and cleaned up when dropped.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::certificates::make_certificates;
+use crate::free_port;
+
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+    /// What the server was started with (beyond the common settings), so a
+    /// restart brings back the same server.
+    args: Vec<String>,
+    /// The CA (PEM) that signed the certificate of a TLS-only server.
+    tls_ca: Option<Vec<u8>>,
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
+        let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        Self::launch(
+            |port| [vec!["--port".to_owned(), port.to_string()], extra.clone()].concat(),
+            |_| None,
+        )
+    }
+
+    /// Starts a server that speaks TLS only (`rediss://`), with a certificate
+    /// for 127.0.0.1 and localhost signed by a CA made for it with `openssl`
+    /// (see [`tls_ca_pem`](Self::tls_ca_pem)); clients need no certificate.
+    pub fn start_tls() -> Self {
+        let args = |port: u16| {
+            [
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--tls-cert-file",
+                "server.crt",
+                "--tls-key-file",
+                "server.key",
+                "--tls-ca-cert-file",
+                "ca.crt",
+                "--tls-auth-clients",
+                "no",
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        Self::launch(args, |dir| {
+            make_certificates(dir);
+            Some(std::fs::read(dir.join("ca.crt")).unwrap())
+        })
+    }
+
+    /// Starts `redis-server` with `args(port)` on a free port, in a fresh
+    /// directory that `prepare` may fill first (certificates); it returns the
+    /// CA to trust.
+    pub(crate) fn launch(
+        args: impl Fn(u16) -> Vec<String>,
+        prepare: impl FnOnce(&Path) -> Option<Vec<u8>>,
+    ) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("rlock-test-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tls_ca = prepare(&dir);
+        let port = free_port();
+        let mut server = RedisServer {
+            port,
+            child: None,
+            dir,
+            args: args(port),
+            tls_ca,
+        };
+        // Tests start servers in parallel: a port found free can be bound by
+        // another test's server first, and redis-server then exits. It starts
+        // again on other ports.
+        for _ in 0..5 {
+            if server.try_spawn() {
+                return server;
+            }
+            server.port = free_port();
+            server.args = args(server.port);
+        }
+        panic!("redis-server found its ports taken 5 times in a row");
+    }
+
+    fn spawn(&mut self) {
+        assert!(
+            self.try_spawn(),
+            "redis-server exited at start on port {}",
+            self.port
+        );
+    }
+
+    /// Starts the server and waits until it answers; false when it exited
+    /// first (its port was taken).
+    fn try_spawn(&mut self) -> bool {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--enable-debug-command", "local", "--dir"])
+            .arg(&self.dir)
+            .args(&self.args)
+            .current_dir(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (make test installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            // Whoever answers, it is this server only while this one runs.
+            let answered = self.answers();
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| c.try_wait().is_ok_and(|status| status.is_some()));
+            if exited {
+                self.child = None;
+                return false;
+            }
+            if answered {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server did not start on port {}", self.port);
+    }
+
+    fn answers(&self) -> bool {
+        if self.tls_ca.is_some() {
+            return self.sync_conn().is_ok();
+        }
+        // Any RESP reply (even NOAUTH) means the server is up; whatever took
+        // the port may never answer, so the wait for one is bounded.
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 1];
+        s.write_all(b"PING\r\n").is_ok() && s.read(&mut buf).is_ok_and(|n| n == 1)
+    }
+
+    pub fn url(&self) -> String {
+        let scheme = if self.tls_ca.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL of an ACL user, its name and password percent-encoded.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        let encode = |s: &str| {
+            s.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        let (scheme, address) = self
+            .url()
+            .split_once("://")
+            .map(|(s, a)| (s.to_owned(), a.to_owned()))
+            .unwrap();
+        format!("{scheme}://{}:{}@{address}", encode(user), encode(password))
+    }
+
+    /// The CA certificate (PEM) a client must trust to reach a TLS server.
+    pub fn tls_ca_pem(&self) -> Option<&[u8]> {
+        self.tls_ca.as_deref()
+    }
+
+    /// A blocking connection as the unrestricted default user, for the test's
+    /// own observations (trusting the server's CA when it speaks TLS).
+    pub fn sync_conn(&self) -> redis::RedisResult<redis::Connection> {
+        let client = match &self.tls_ca {
+            Some(ca) => {
+                let certs = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(ca.clone()),
+                };
+                redis::Client::build_with_tls(self.url(), certs)?
+            }
+            None => redis::Client::open(self.url())?,
+        };
+        client.get_connection_with_timeout(Duration::from_secs(1))
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        self.sync_conn().expect("connect to test redis")
+    }
+
+    /// Whether the server runs: started and not stopped since.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the server (SIGKILL: no goodbye to clients).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, with the same settings, empty.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,34 @@
+//! Waiting on a condition, always with a deadline.
+
+use std::time::{Duration, Instant};
+
+/// Polls `cond` until it holds or `within` passes; for observing state that
+/// has no event to wait on (a key's TTL in Redis).
+pub async fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cond()
+}
+
+/// Polls `cond` until it holds, failing the test once `within` passes
+/// (blocking; for set-up, outside any runtime's tasks).
+pub fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The outcome of a spawned task, which must finish `within`.
+pub async fn finished<T>(task: tokio::task::JoinHandle<T>, within: Duration) -> T {
+    tokio::time::timeout(within, task)
+        .await
+        .expect("the task did not finish in time")
+        .expect("the task panicked")
+}
