@@ -5,7 +5,7 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: test lint test-rust
 
 ## Every check CI runs: formatting, lints, and every test suite.
-test: lint test-rust test-python test-node test-interop test-faults test-netfaults test-soak
+test: lint test-rust test-python test-node test-interop test-faults test-netfaults test-soak test-docs
 
 lint:
 	scripts/ensure-redis
@@ -27,9 +27,10 @@ test-python: python-package
 python-package: .venv/.installed
 	VIRTUAL_ENV=$(CURDIR)/.venv .venv/bin/maturin develop --quiet
 
-.venv/.installed: python/requirements-dev.txt
+.venv/.installed: python/requirements-dev.txt tests/support/python/pyproject.toml
 	[ -x .venv/bin/python ] || python3 -m venv .venv
 	.venv/bin/python -m pip install --quiet --disable-pip-version-check -r python/requirements-dev.txt
+	.venv/bin/python -m pip install --quiet --disable-pip-version-check -e tests/support/python
 	touch $@
 
 .PHONY: test-node
@@ -47,6 +48,13 @@ node-package:
 test-interop: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/interop
+
+.PHONY: test-docs
+## The documentation: every link of README.md, CONTRIBUTING.md and docs/ into the repository leads to a file
+## and heading, and every sample runs as pasted against a redis-server and prints what the page shows.
+test-docs: python-package node-package rust-programs
+	scripts/ensure-redis
+	.venv/bin/python -m pytest tests/docs
 
 .PHONY: test-faults
 ## Faults (SIGKILL, SIGSTOP, Redis restarts, CLIENT KILL, SCRIPT FLUSH, a slow, stalled and cut wire,
