@@ -13,15 +13,15 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::deployment::{AcquireRequest, Attempt, Deployment, ReleaseOf};
 use crate::error::{Error, NotOwnedReason, Result};
 use crate::keys::Keys;
 use crate::lock::{Lock, LockOptions};
-use crate::node::{manager_config, Endpoint, Node};
-use crate::scripts::LockState;
+use crate::redis::deployment::{Attempt, Deployment};
+use crate::redis::endpoint::{manager_config, AcquireRequest, Endpoint, Node, ReleaseOf};
+use crate::redis::scripts::LockState;
 use crate::turns::Turns;
 use crate::validate;
-use crate::wait::{Ticket, Waiters};
+use crate::wakeups::registry::{Ticket, Waiters};
 use crate::watchdog::{self, Given, Holdings};
 
 /// The URL used when none is given and `REDIS_URL` is unset.
@@ -551,7 +551,7 @@ impl Inner {
         self.feeds_started.call_once(|| {
             for node in deployment.nodes() {
                 let requests = self.waiters.add_feed();
-                self.runtime.spawn(crate::feed::run(
+                self.runtime.spawn(crate::wakeups::feed::run(
                     node.feed(),
                     Arc::downgrade(&self.waiters),
                     requests,

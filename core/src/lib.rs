@@ -13,24 +13,21 @@
 //! ```
 
 mod client;
-mod deployment;
-pub mod driver;
+mod embed;
 mod error;
-mod feed;
 mod keys;
 mod lock;
-mod node;
-mod scripts;
-pub mod spin;
+mod redis;
 mod tls;
 mod turns;
 pub mod validate;
-mod wait;
+mod wakeups;
 mod watchdog;
 
+pub use crate::redis::scripts::LockState;
 pub use client::{Client, ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
+pub use embed::{driver, spin};
 pub use error::{Error, LostReason, NotOwnedReason, Result};
 pub use keys::Keys;
 pub use lock::{Acquired, Lock, LockOptions, Wait, DEFAULT_TTL, QUEUE_AFTER};
-pub use scripts::LockState;
 pub use validate::Unit;

@@ -12,10 +12,11 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::client::Client;
-use crate::deployment::{AcquireRequest, Attempt, ReleaseOf};
 use crate::error::{Error, LostReason, Result};
 use crate::keys::Keys;
-use crate::scripts::LockState;
+use crate::redis::deployment::Attempt;
+use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
+use crate::redis::scripts::LockState;
 use crate::turns::Turn;
 use crate::validate::{self, Unit};
 use crate::watchdog::HoldTerms;
@@ -455,7 +456,7 @@ impl Lock {
             let mut bound = if backoff {
                 now + Duration::from_millis(retry_in_ms.max(0) as u64)
             } else {
-                now + crate::wait::sleep_bound(retry_in_ms, self.options.ttl)
+                now + crate::wakeups::registry::sleep_bound(retry_in_ms, self.options.ttl)
             };
             if line.is_none() && waiter_channel.is_some() {
                 bound = starving_at.map_or(bound, |t| bound.min(t));
@@ -538,7 +539,7 @@ impl Lock {
     /// waiter left the line, and its dequeue failed or has not run yet):
     /// without it the grant would sit unused until its lease ended. Holds
     /// the client weakly: the registry it is kept in belongs to the client.
-    fn orphan_handler(&self) -> crate::wait::Orphans {
+    fn orphan_handler(&self) -> crate::wakeups::registry::Orphans {
         let client = Arc::downgrade(&self.client.inner);
         let lock = (self.name.clone(), self.keys.clone(), self.options.clone());
         Arc::new(move |owner: &str, fence: u64| {
@@ -981,7 +982,7 @@ pub const QUEUE_AFTER: Duration = Duration::from_millis(10);
 
 /// A waiter in line: where its handoff arrives, and its entry.
 struct Line {
-    ticket: crate::wait::Ticket,
+    ticket: crate::wakeups::registry::Ticket,
     spot: InLine,
 }
 

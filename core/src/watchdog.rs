@@ -16,10 +16,10 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::client::Shutdown;
-use crate::deployment::Deployment;
 use crate::error::{LostReason, NotOwnedReason};
 use crate::keys::Keys;
-use crate::scripts::owner_checked;
+use crate::redis::deployment::Deployment;
+use crate::redis::scripts::owner_checked;
 
 /// Holdings due within this share of their renewal period are renewed in the
 /// same tick, so locks taken at about the same time share round trips.

@@ -70,7 +70,7 @@ impl Call<'_> {
 /// (`holding.lua`, `queue.lua`: they define functions only).
 macro_rules! lua {
     ($($file:literal),+) => {{
-        const SOURCE: &str = concat!($(include_str!(concat!("../../lua/", $file)), "\n"),+);
+        const SOURCE: &str = concat!($(include_str!(concat!("../../../lua/", $file)), "\n"),+);
         Lua {
             source: SOURCE,
             sha: LazyLock::new(|| Script::new(SOURCE).get_hash().to_owned()),
