@@ -17,10 +17,10 @@ mod embed;
 mod error;
 mod keys;
 mod lock;
+mod options;
 mod redis;
-mod tls;
 mod turns;
-pub mod validate;
+mod url;
 mod wakeups;
 mod watchdog;
 
@@ -29,5 +29,14 @@ pub use client::{Client, ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use embed::{driver, spin};
 pub use error::{Error, LostReason, NotOwnedReason, Result};
 pub use keys::Keys;
-pub use lock::{Acquired, Lock, LockOptions, Wait, DEFAULT_TTL, QUEUE_AFTER};
-pub use validate::Unit;
+pub use lock::{Acquired, Lock};
+pub use options::{LockOptions, Unit, Wait, DEFAULT_TTL, QUEUE_AFTER};
+
+/// Every argument check of the faces, run before any I/O: the options' (see
+/// [`LockOptions`], [`Wait`]) and the server URL's.
+pub mod validate {
+    pub use crate::options::{
+        lease, name, prefix, replicas, span, Unit, MAX_DURATION, MAX_NAME_BYTES,
+    };
+    pub use crate::url::checked as url;
+}

@@ -14,172 +14,12 @@ use tracing::Instrument;
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
 use crate::keys::Keys;
+use crate::options::{self, LockOptions, Wait};
 use crate::redis::deployment::Attempt;
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
 use crate::redis::scripts::LockState;
 use crate::turns::Turn;
-use crate::validate::{self, Unit};
 use crate::watchdog::HoldTerms;
-
-/// Default lease.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
-
-/// How a lock is held once acquired.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockOptions {
-    /// The lease: how long the lock outlives a holder that stops renewing it.
-    pub ttl: Duration,
-    /// Renew the lease every ttl/3 while held (the watchdog).
-    pub auto_renew: bool,
-    /// Cap on the total hold time: renewal stops so the lease ends by then.
-    pub max_hold: Option<Duration>,
-    /// After acquire and extend, `WAIT` for this many replicas to have the
-    /// write; an acquisition too few acknowledge is undone and retried.
-    pub sync_replicas: Option<u32>,
-    /// Fair mode: waiters queue in Redis and a release hands the lock straight
-    /// to the first live one, in arrival order.
-    pub fair: bool,
-    /// When not fair: how long a waiter competes for each release before it
-    /// takes a place in line, from where releases are handed over in order
-    /// (as Go's `sync.Mutex` turns to handing over after 1 ms). Barging stays
-    /// cheap while waits are short, and no waiter loses to newcomers for
-    /// longer than this. Redlock keeps no line: its waiters always compete.
-    pub queue_after: Duration,
-}
-
-impl Default for LockOptions {
-    fn default() -> Self {
-        LockOptions {
-            ttl: DEFAULT_TTL,
-            auto_renew: true,
-            max_hold: None,
-            sync_replicas: None,
-            fair: false,
-            queue_after: QUEUE_AFTER,
-        }
-    }
-}
-
-impl LockOptions {
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
-
-    pub fn auto_renew(mut self, on: bool) -> Self {
-        self.auto_renew = on;
-        self
-    }
-
-    pub fn max_hold(mut self, max_hold: Option<Duration>) -> Self {
-        self.max_hold = max_hold;
-        self
-    }
-
-    pub fn sync_replicas(mut self, replicas: Option<u32>) -> Self {
-        self.sync_replicas = replicas;
-        self
-    }
-
-    pub fn fair(mut self, on: bool) -> Self {
-        self.fair = on;
-        self
-    }
-
-    pub fn queue_after(mut self, wait: Duration) -> Self {
-        self.queue_after = wait;
-        self
-    }
-
-    /// `queue_after` from a face's raw number (seconds or milliseconds),
-    /// checked: 0 (queue at once) up to a year. None keeps the default.
-    pub fn queue_after_in(self, wait: Option<f64>, unit: Unit) -> Result<Self> {
-        match wait {
-            None => Ok(self),
-            Some(w) => Ok(self.queue_after(validate::span(unit.arg("queue_after"), w, unit)?)),
-        }
-    }
-
-    /// Options from a face's raw numbers (seconds or milliseconds), checked.
-    pub fn parse(
-        ttl: Option<f64>,
-        auto_renew: bool,
-        max_hold: Option<f64>,
-        unit: Unit,
-    ) -> Result<Self> {
-        let ttl = match ttl {
-            Some(t) => validate::lease(unit.arg("ttl"), t, unit)?,
-            None => DEFAULT_TTL,
-        };
-        let max_hold = max_hold
-            .map(|m| validate::lease(unit.arg("max_hold"), m, unit))
-            .transpose()?;
-        Ok(LockOptions {
-            ttl,
-            auto_renew,
-            max_hold,
-            sync_replicas: None,
-            fair: false,
-            queue_after: QUEUE_AFTER,
-        })
-    }
-
-    fn check(&self) -> Result<()> {
-        validate::lease_duration("ttl", self.ttl)?;
-        if let Some(m) = self.max_hold {
-            validate::lease_duration("max_hold", m)?;
-        }
-        if let Some(k) = self.sync_replicas {
-            validate::replicas(k)?;
-        }
-        Ok(())
-    }
-
-    /// The lease a fresh acquisition asks for: never beyond `max_hold`.
-    fn first_lease(&self) -> Duration {
-        self.max_hold.map_or(self.ttl, |m| self.ttl.min(m))
-    }
-}
-
-/// How long an acquisition may wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// Exactly one attempt.
-    Once,
-    /// Wait up to this long (zero: one attempt).
-    For(Duration),
-    /// Wait until acquired.
-    Forever,
-}
-
-impl Wait {
-    /// A wait from a face's raw arguments: `blocking=false` is one attempt,
-    /// no timeout is forever; negative, NaN and infinite timeouts are refused.
-    pub fn parse(blocking: bool, timeout: Option<f64>, unit: Unit) -> Result<Self> {
-        let timeout = timeout
-            .map(|t| validate::span(unit.arg("timeout"), t, unit))
-            .transpose()?;
-        Ok(match (blocking, timeout) {
-            (false, _) => Wait::Once,
-            (true, None) => Wait::Forever,
-            (true, Some(d)) if d.is_zero() => Wait::Once,
-            (true, Some(d)) => Wait::For(d),
-        })
-    }
-
-    /// None: no end (a span too long to count is as good as forever).
-    fn deadline(self, start: Instant) -> Option<Instant> {
-        match self {
-            Wait::Once => Some(start),
-            Wait::For(d) => start.checked_add(d),
-            Wait::Forever => None,
-        }
-    }
-
-    fn is_once(self) -> bool {
-        matches!(self, Wait::Once | Wait::For(Duration::ZERO))
-    }
-}
 
 /// What an acquisition gives its holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,7 +60,7 @@ impl Lock {
         options: LockOptions,
         unit: &str,
     ) -> Result<Self> {
-        validate::name(name)?;
+        options::name(name)?;
         options.check()?;
         if options.sync_replicas.is_some() && client.is_redlock() {
             // Each master's replicas are its own; a majority of masters is
@@ -890,7 +730,7 @@ impl Lock {
     /// ttl when `None`); later renewals keep the new lease.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
         let lease = match ttl {
-            Some(t) => validate::lease_duration("ttl", t)?,
+            Some(t) => options::lease_duration("ttl", t)?,
             None => self.options.ttl,
         };
         let inner = &self.client.inner;
@@ -976,9 +816,6 @@ async fn wait_lost(rx: Option<watch::Receiver<Option<LostReason>>>) -> Option<Lo
     // Err: the holding left the table (released) without being lost.
     rx.wait_for(Option::is_some).await.ok().and_then(|r| *r)
 }
-
-/// The default [`LockOptions::queue_after`]: a few handoffs' time on a LAN.
-pub const QUEUE_AFTER: Duration = Duration::from_millis(10);
 
 /// A waiter in line: where its handoff arrives, and its entry.
 struct Line {
@@ -1175,20 +1012,6 @@ impl Drop for FinishOnDrop {
                     _ => {}
                 }
             });
-        }
-    }
-}
-
-impl Unit {
-    /// The argument's name in the face's spelling (`ttl` / `ttlMs`).
-    pub fn arg(self, name: &'static str) -> &'static str {
-        match (self, name) {
-            (Unit::Seconds, n) => n,
-            (Unit::Millis, "ttl") => "ttlMs",
-            (Unit::Millis, "max_hold") => "maxHoldMs",
-            (Unit::Millis, "timeout") => "timeoutMs",
-            (Unit::Millis, "queue_after") => "queueAfterMs",
-            (Unit::Millis, n) => n,
         }
     }
 }
