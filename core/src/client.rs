@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::error::{Error, NotOwnedReason, Result};
+use crate::holdings::{Given, Holdings};
 use crate::keys::Keys;
 use crate::lock::Lock;
 use crate::options::{self, LockOptions};
@@ -23,7 +24,7 @@ use crate::redis::scripts::LockState;
 use crate::turns::Turns;
 use crate::url::{certificates, Target};
 use crate::wakeups::registry::{Ticket, Waiters};
-use crate::watchdog::{self, Given, Holdings};
+use crate::watchdog;
 
 /// The URL used when none is given and `REDIS_URL` is unset.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";

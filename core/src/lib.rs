@@ -15,6 +15,7 @@
 mod client;
 mod embed;
 mod error;
+mod holdings;
 mod keys;
 mod lock;
 mod options;

@@ -13,13 +13,13 @@ use tracing::Instrument;
 
 use crate::client::Client;
 use crate::error::{Error, LostReason, Result};
+use crate::holdings::HoldTerms;
 use crate::keys::Keys;
 use crate::options::{self, LockOptions, Wait};
 use crate::redis::deployment::Attempt;
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
 use crate::redis::scripts::LockState;
 use crate::turns::Turn;
-use crate::watchdog::HoldTerms;
 
 /// What an acquisition gives its holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -803,7 +803,7 @@ impl Lock {
         wait_lost(rx)
     }
 
-    fn view(&self) -> Option<crate::watchdog::HoldingView> {
+    fn view(&self) -> Option<crate::holdings::HoldingView> {
         self.client
             .inner
             .holdings
