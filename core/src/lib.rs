@@ -13,6 +13,7 @@
 //! ```
 
 mod client;
+mod context;
 mod embed;
 mod error;
 mod holdings;
@@ -20,13 +21,15 @@ mod keys;
 mod lock;
 mod options;
 mod redis;
+mod shutdown;
 mod turns;
 mod url;
 mod wakeups;
 mod watchdog;
 
 pub use crate::redis::scripts::LockState;
-pub use client::{Client, ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
+pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
+pub use context::Client;
 pub use embed::{driver, spin};
 pub use error::{Error, LostReason, NotOwnedReason, Result};
 pub use keys::Keys;

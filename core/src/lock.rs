@@ -4,14 +4,14 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{self, Poll};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::client::Client;
+use crate::context::{Client, Context};
 use crate::error::{Error, LostReason, Result};
 use crate::holdings::HoldTerms;
 use crate::keys::Keys;
@@ -62,23 +62,23 @@ impl Lock {
     ) -> Result<Self> {
         options::name(name)?;
         options.check()?;
-        if options.sync_replicas.is_some() && client.is_redlock() {
+        if options.sync_replicas.is_some() && client.context.deployment.is_redlock() {
             // Each master's replicas are its own; a majority of masters is
             // Redlock's answer to losing one.
             return Err(Error::invalid(
                 "sync_replicas needs one Redis deployment (a server, Sentinel or Cluster), not Redlock",
             ));
         }
-        if options.fair && client.is_redlock() {
+        if options.fair && client.context.deployment.is_redlock() {
             // A line kept on each of several masters has no single order to
             // hand the lock over in.
             return Err(Error::invalid(
                 "fair mode needs one Redis deployment (a server, Sentinel or Cluster), not Redlock",
             ));
         }
-        let keys = Arc::new(Keys::new(&client.inner.prefix, name));
-        let owner = Arc::from(format!("{}:{unit}", client.inner.id));
-        let turn = client.inner.turns.of(&keys.lock, &owner);
+        let keys = Arc::new(Keys::new(&client.context.prefix, name));
+        let owner = Arc::from(format!("{}:{unit}", client.context.id));
+        let turn = client.context.turns.of(&keys.lock, &owner);
         Ok(Lock {
             client,
             name: Arc::from(name),
@@ -91,16 +91,21 @@ impl Lock {
 
     /// The same lock seen by another owner unit (a binding's thread or task).
     pub fn with_owner(&self, unit: &str) -> Lock {
-        self.as_owner(Arc::from(format!("{}:{unit}", self.client.inner.id)))
+        self.as_owner(Arc::from(format!("{}:{unit}", self.context().id)))
     }
 
     /// The same lock seen by the owner with this full id.
     fn as_owner(&self, owner: Arc<str>) -> Lock {
         Lock {
-            turn: self.client.inner.turns.of(&self.keys.lock, &owner),
+            turn: self.context().turns.of(&self.keys.lock, &owner),
             owner,
             ..self.clone()
         }
+    }
+
+    /// What this lock's client shares with every part of it.
+    fn context(&self) -> &Context {
+        &self.client.context
     }
 
     /// The client this lock was made on.
@@ -135,10 +140,13 @@ impl Lock {
     }
 
     async fn acquire_waiting(&self, wait: Wait) -> Result<Acquired> {
-        let inner = &self.client.inner;
+        let context = self.context();
         // What an abandoned wait of this owner left to finish (leaving the
         // line, passing on a grant) must not act on this acquisition.
-        inner.waiters.cleaned_up(&self.keys.lock, &self.owner).await;
+        context
+            .waiters
+            .cleaned_up(&self.keys.lock, &self.owner)
+            .await;
         let start = Instant::now();
         let deadline = wait.deadline(start);
         // Another wait of this owner (a clone, a handle used twice at once)
@@ -157,11 +165,11 @@ impl Lock {
         // One Redis deployment keeps a waiting line (Redlock has none). Fair
         // waiters join it at once; the others once they have waited
         // `queue_after`, or as soon as they hear that others stand in it.
-        let keeps_line = !inner.deployment.is_redlock();
+        let keeps_line = !context.deployment.is_redlock();
         // Named here only when this client listens on some channel already:
         // the uncontended path builds no string for it.
-        let waiter_channel = (keeps_line && !wait.is_once() && inner.waiters.listens_at_all())
-            .then(|| self.keys.waiter_channel(&inner.id));
+        let waiter_channel = (keeps_line && !wait.is_once() && context.waiters.listens_at_all())
+            .then(|| self.keys.waiter_channel(&context.id));
         // None: never (a span too long to count).
         let starving_at = start.checked_add(if fair {
             Duration::ZERO
@@ -174,7 +182,7 @@ impl Lock {
         // between.
         let in_line_now = waiter_channel
             .as_deref()
-            .is_some_and(|c| inner.listening(c));
+            .is_some_and(|c| context.listening(c));
         let mut line = None;
         if let (true, Some(channel)) = (in_line_now, &waiter_channel) {
             line = Some(self.join_line(channel, deadline).await);
@@ -215,7 +223,7 @@ impl Lock {
             return Err(self.timeout(cause));
         }
         let waiter_channel =
-            waiter_channel.or_else(|| keeps_line.then(|| self.keys.waiter_channel(&inner.id)));
+            waiter_channel.or_else(|| keeps_line.then(|| self.keys.waiter_channel(&context.id)));
         // Subscribe before the next attempt, so a release that lands between
         // that attempt and the sleep still wakes this waiter. A waiter in
         // line listens on its client's waiter channel, and only then joins
@@ -225,7 +233,7 @@ impl Lock {
         // saves a subscribe and an unsubscribe per acquisition).
         let release = match fair || in_line_now || queued {
             true => None,
-            false => Some(inner.join(&self.keys.channel, None, deadline).await),
+            false => Some(context.join(&self.keys.channel, None, deadline).await),
         };
         if let (None, Some(channel)) = (&line, &waiter_channel) {
             if fair || queued {
@@ -364,9 +372,9 @@ impl Lock {
     /// Listens on this client's waiter channel for a handoff to this owner;
     /// the next attempt made with `enqueue` takes a place in line.
     async fn join_line(&self, channel: &str, deadline: Option<Instant>) -> Line {
-        let inner = &self.client.inner;
-        let ticket = inner.join(channel, Some(&self.owner), deadline).await;
-        inner.waiters.on_orphan(channel, || self.orphan_handler());
+        let context = self.context();
+        let ticket = context.join(channel, Some(&self.owner), deadline).await;
+        context.waiters.on_orphan(channel, || self.orphan_handler());
         Line {
             ticket,
             spot: InLine {
@@ -380,17 +388,17 @@ impl Lock {
     /// without it the grant would sit unused until its lease ended. Holds
     /// the client weakly: the registry it is kept in belongs to the client.
     fn orphan_handler(&self) -> crate::wakeups::registry::Orphans {
-        let client = Arc::downgrade(&self.client.inner);
+        let client = Arc::downgrade(&self.client.context);
         let lock = (self.name.clone(), self.keys.clone(), self.options.clone());
         Arc::new(move |owner: &str, fence: u64| {
-            let Some(inner) = client.upgrade() else {
+            let Some(context) = client.upgrade() else {
                 return;
             };
             let (name, keys, options) = lock.clone();
             let owner: Arc<str> = Arc::from(owner);
             let orphan = Lock {
-                turn: inner.turns.of(&keys.lock, &owner),
-                client: Client { inner },
+                turn: context.turns.of(&keys.lock, &owner),
+                client: Client { context },
                 name,
                 keys,
                 owner,
@@ -418,7 +426,7 @@ impl Lock {
         fence: u64,
         since: Option<(Instant, u64)>,
     ) -> Result<Option<Acquired>> {
-        let inner = &self.client.inner;
+        let context = self.context();
         let lease = self.options.first_lease();
         let replicas = self.options.sync_replicas;
         let _turn = self.turn.request.lock().await;
@@ -439,7 +447,7 @@ impl Lock {
             }
             _ => {
                 let sent = Instant::now();
-                let confirmed = inner
+                let confirmed = context
                     .deployment
                     .extend(
                         &self.keys,
@@ -456,8 +464,8 @@ impl Lock {
                 sent
             }
         };
-        let drift = inner.deployment.drift(lease);
-        inner
+        let drift = context.deployment.drift(lease);
+        context
             .holdings
             .acquired(&self.terms(), fence, 1, sent, drift);
         tracing::debug!(lock = %self.name, fence, "handed over");
@@ -480,13 +488,13 @@ impl Lock {
     /// waiter in line, or freed; never a later holding of this owner, and
     /// not this one if the owner took it meanwhile (by an attempt of its own).
     async fn pass_on(&self, fence: u64) -> Result<()> {
-        let inner = &self.client.inner;
+        let context = self.context();
         let lease = self.options.first_lease().as_millis() as u64;
         let _turn = self.turn.request.lock().await;
         if self.view().is_some_and(|v| v.fence == fence) {
             return Ok(());
         }
-        inner
+        context
             .deployment
             .release(&self.keys, &self.owner, lease, ReleaseOf::grant(fence))
             .await
@@ -531,24 +539,26 @@ impl Lock {
     }
 
     async fn attempt_inner(&self, enqueue: bool) -> Result<Attempt> {
-        let inner = &self.client.inner;
+        let context = self.context();
         let _request = self.turn.request.lock().await;
         let lease = self.options.first_lease();
         let request = AcquireRequest {
             keys: &self.keys,
             owner: &self.owner,
             lease,
-            believed: inner.holdings.believed_count(&self.keys.lock, &self.owner),
+            believed: context
+                .holdings
+                .believed_count(&self.keys.lock, &self.owner),
             enqueue,
             replicas: self.options.sync_replicas,
         };
         let mut sent = Instant::now();
-        let mut attempt = inner.deployment.acquire(&request).await?;
-        let drift = inner.deployment.drift(lease);
+        let mut attempt = context.deployment.acquire(&request).await?;
+        let drift = context.deployment.drift(lease);
         let late = |sent: Instant| Instant::now() + drift >= sent + lease;
         // (Redlock's own validity check refuses a late majority already.)
         if let (Attempt::Held { fence, count: 1 }, false) =
-            (&attempt, inner.deployment.is_redlock())
+            (&attempt, context.deployment.is_redlock())
         {
             let fence = *fence;
             if late(sent) {
@@ -560,7 +570,7 @@ impl Lock {
                 sent = Instant::now();
                 let lease_ms = lease.as_millis() as u64;
                 let replicas = self.options.sync_replicas;
-                let confirmed = inner
+                let confirmed = context
                     .deployment
                     .extend(&self.keys, &self.owner, lease_ms, replicas, fence)
                     .await;
@@ -571,7 +581,7 @@ impl Lock {
                     Err(e) => Some(format!("and confirming it failed ({e})")),
                 };
                 if let Some(why) = why {
-                    let given_back = inner
+                    let given_back = context
                         .deployment
                         .release(&self.keys, &self.owner, lease_ms, ReleaseOf::grant(fence))
                         .await;
@@ -595,7 +605,7 @@ impl Lock {
         // its own left in line), whose message may still come: this client
         // must know it is no new grant. Only a client that listens on some
         // channel can hear one.
-        if enqueue || inner.waiters.listens_at_all() {
+        if enqueue || context.waiters.listens_at_all() {
             if let Attempt::Held { fence, count: 1 }
             | Attempt::Busy {
                 undone: Some(fence),
@@ -606,7 +616,7 @@ impl Lock {
             }
         }
         if let Attempt::Held { fence, count } = attempt {
-            inner
+            context
                 .holdings
                 .acquired(&self.terms(), fence, count, sent, drift);
         }
@@ -628,17 +638,17 @@ impl Lock {
     /// free and its waiters were told). Fails with [`Error::NotOwned`] when this
     /// owner does not hold it, and never touches another owner's lock.
     pub async fn release(&self) -> Result<u32> {
-        let inner = &self.client.inner;
+        let context = self.context();
         let _request = self.turn.request.lock().await;
         // What remains after a nested release keeps the lease this holding
         // runs on, so Redis and the holder agree on when it ends.
-        let lease = inner
+        let lease = context
             .holdings
             .current_lease(&self.keys.lock, &self.owner)
             .unwrap_or_else(|| self.options.first_lease());
         // The holder's view, carried by the request so that a resend is
         // recognised (see `ReleaseOf`).
-        let of = match inner.holdings.view(&self.keys.lock, &self.owner) {
+        let of = match context.holdings.view(&self.keys.lock, &self.owner) {
             Some(v) if v.lost.is_none() => ReleaseOf {
                 before: i64::from(v.count),
                 fence: v.fence,
@@ -646,11 +656,11 @@ impl Lock {
             },
             _ => ReleaseOf::ANY,
         };
-        let releasing = inner.holdings.releasing(&self.keys.lock, &self.owner);
+        let releasing = context.holdings.releasing(&self.keys.lock, &self.owner);
         let sent = Instant::now();
         // Boxed, as in `acquire`: the exchange with Redis is the large part of
         // this future, and the faces move theirs around before polling it.
-        let outcome = match Box::pin(inner.deployment.release(
+        let outcome = match Box::pin(context.deployment.release(
             &self.keys,
             &self.owner,
             lease.as_millis() as u64,
@@ -677,7 +687,7 @@ impl Lock {
         };
         match outcome {
             Ok(remaining) => {
-                let drift = inner.deployment.drift(lease);
+                let drift = context.deployment.drift(lease);
                 releasing.succeeded(remaining, lease, sent, drift);
                 tracing::debug!(lock = %self.name, remaining, "released");
                 Ok(remaining)
@@ -733,10 +743,10 @@ impl Lock {
             Some(t) => options::lease_duration("ttl", t)?,
             None => self.options.ttl,
         };
-        let inner = &self.client.inner;
+        let context = self.context();
         let _request = self.turn.request.lock().await;
         let sent = Instant::now();
-        let outcome = Box::pin(inner.deployment.extend(
+        let outcome = Box::pin(context.deployment.extend(
             &self.keys,
             &self.owner,
             lease.as_millis() as u64,
@@ -746,14 +756,14 @@ impl Lock {
         .await?;
         match outcome {
             Ok(_) => {
-                let drift = inner.deployment.drift(lease);
-                inner
+                let drift = context.deployment.drift(lease);
+                context
                     .holdings
                     .extended(&self.keys.lock, &self.owner, lease, sent, drift);
                 Ok(())
             }
             Err(reason) => {
-                inner.holdings.lose(&self.keys.lock, &self.owner, reason);
+                context.holdings.lose(&self.keys.lock, &self.owner, reason);
                 Err(Error::NotOwned {
                     name: self.name.to_string(),
                     reason,
@@ -764,7 +774,7 @@ impl Lock {
 
     /// The lock's state in Redis (one round trip).
     pub async fn state(&self) -> Result<LockState> {
-        self.client.inner.deployment.inspect(&self.keys).await
+        self.context().deployment.inspect(&self.keys).await
     }
 
     /// Whether anyone holds the lock.
@@ -796,18 +806,14 @@ impl Lock {
     /// or with `None` when it is released first or nothing is held.
     pub fn lost_signal(&self) -> impl Future<Output = Option<LostReason>> + Send + 'static {
         let rx = self
-            .client
-            .inner
+            .context()
             .holdings
             .lost_watch(&self.keys.lock, &self.owner);
         wait_lost(rx)
     }
 
     fn view(&self) -> Option<crate::holdings::HoldingView> {
-        self.client
-            .inner
-            .holdings
-            .view(&self.keys.lock, &self.owner)
+        self.context().holdings.view(&self.keys.lock, &self.owner)
     }
 }
 
@@ -897,10 +903,10 @@ impl Lock {
     /// be on its way or read already: that message is then stale, not a new
     /// grant.
     fn took_in_line(&self, fence: u64) {
-        let inner = &self.client.inner;
-        inner
+        let context = self.context();
+        context
             .waiters
-            .took(&self.keys.waiter_channel(&inner.id), &self.owner, fence);
+            .took(&self.keys.waiter_channel(&context.id), &self.owner, fence);
     }
 
     /// Runs `work` in the background as a clean-up of this owner's: its next
@@ -910,9 +916,9 @@ impl Lock {
         F: FnOnce(Lock) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let inner = &self.client.inner;
-        let cleanup = inner.waiters.cleanup(&self.keys.lock, &self.owner);
-        let runtime = inner.runtime().clone();
+        let context = self.context();
+        let cleanup = context.waiters.cleanup(&self.keys.lock, &self.owner);
+        let runtime = context.runtime().clone();
         let work = work(self);
         runtime.spawn(async move {
             work.await;
@@ -944,8 +950,8 @@ impl Lock {
     /// Takes this owner's entry out of the line; a grant it was handed
     /// meanwhile is passed on.
     async fn dequeue(&self) -> Result<()> {
-        let inner = &self.client.inner;
-        match inner.deployment.dequeue(&self.keys, &self.owner).await {
+        let context = self.context();
+        match context.deployment.dequeue(&self.keys, &self.owner).await {
             Ok(Some(fence)) => {
                 tracing::debug!(lock = %self.name, "handed over while leaving; passing it on");
                 self.took_in_line(fence);
@@ -988,7 +994,7 @@ struct FinishOnDrop {
 impl Future for FinishOnDrop {
     type Output = Result<Attempt>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut task::Context<'_>) -> Poll<Self::Output> {
         let fut = self.fut.as_mut().expect("polled after completion");
         let out = std::task::ready!(fut.as_mut().poll(cx));
         self.fut = None;

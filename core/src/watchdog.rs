@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::Shutdown;
 use crate::holdings::Holdings;
 use crate::redis::deployment::Deployment;
+use crate::shutdown::Shutdown;
 
 /// The renewal loop of one client. Ends when `shutdown` turns true.
 pub(crate) async fn run(

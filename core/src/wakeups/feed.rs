@@ -13,8 +13,8 @@ use redis::{PushKind, Value};
 use tokio::sync::mpsc;
 
 use super::registry::Waiters;
-use crate::client::Shutdown;
 use crate::redis::endpoint::{Connector, Feed};
+use crate::shutdown::Shutdown;
 
 const RECONNECT_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_MAX: Duration = Duration::from_secs(2);
