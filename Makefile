@@ -11,6 +11,7 @@ lint:
 	scripts/ensure-redis
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	scripts/check-module-cycles
 
 test-rust:
 	scripts/ensure-redis

@@ -1,28 +1,26 @@
-//! Connecting to Redis: configuration, the deployment (one server, a Sentinel
-//! group, a Cluster, or Redlock over several masters), the release-message
-//! feeds (started on the first wait), the renewal loop, and closing: the one
-//! place that decides what `close()` means for every face.
+//! The `Client` handle: how it connects, connecting to Redis (one server, a
+//! Sentinel group, a Cluster, or Redlock over several masters) and starting
+//! the renewal loop, making locks, and closing: the one place that decides
+//! what `close()` means for every face. (The handle is declared in
+//! `context.rs`, beside the context all its clones share.)
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Once, PoisonError};
-use std::task::{Context, Poll};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{self, Poll};
 use std::time::Duration;
 
-use tokio::sync::watch;
-
-use crate::deployment::{AcquireRequest, Attempt, Deployment, ReleaseOf};
-use crate::error::{Error, NotOwnedReason, Result};
-use crate::keys::Keys;
-use crate::lock::{Lock, LockOptions};
-use crate::node::{manager_config, Endpoint, Node};
-use crate::scripts::LockState;
-use crate::turns::Turns;
-use crate::validate;
-use crate::wait::{Ticket, Waiters};
-use crate::watchdog::{self, Given, Holdings};
+use crate::context::{Client, Context};
+use crate::error::{Error, Result};
+use crate::holdings::Given;
+use crate::lock::Lock;
+use crate::options::{self, LockOptions};
+use crate::redis::deployment::Deployment;
+use crate::redis::endpoint::{manager_config, Endpoint, Node, ReleaseOf};
+use crate::url::{certificates, Target};
+use crate::watchdog;
 
 /// The URL used when none is given and `REDIS_URL` is unset.
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
@@ -85,56 +83,11 @@ impl ClientOptions {
     }
 }
 
-/// A connection to one Redis deployment, shared by every lock made from it.
-/// Cheap to clone; all clones share the connections, the holdings table and
-/// the renewal loop, which stop when the last clone is dropped.
-#[derive(Clone)]
-pub struct Client {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) deployment: Connections,
-    pub(crate) prefix: String,
-    /// Random per client (uuid v4 from the OS CSPRNG): the first half of every
-    /// owner id, so owners of different clients never collide.
-    pub(crate) id: String,
-    /// The servers as text, without credentials.
-    display: String,
-    connect_timeout: Duration,
-    runtime: tokio::runtime::Handle,
-    pub(crate) holdings: Arc<Holdings>,
-    pub(crate) waiters: Arc<Waiters>,
-    /// One request at a time per owner and lock (see `turns.rs`).
-    pub(crate) turns: Turns,
-    feeds_started: Once,
-    next_handle: AtomicU64,
-    shutdown: watch::Sender<bool>,
-    /// Turns true once a `close()` has given back what was held.
-    closed: Arc<watch::Sender<bool>>,
-}
-
-/// Resolves once the client is closed or dropped: background tasks stop then.
-pub(crate) struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    pub(crate) async fn signalled(&mut self) {
-        // Err: the client is gone, which is a shutdown too.
-        let _ = self.0.wait_for(|closed| *closed).await;
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        self.shutdown.send_replace(true);
-    }
-}
-
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("server", &self.inner.display)
-            .field("prefix", &self.inner.prefix)
+            .field("server", &self.context.display)
+            .field("prefix", &self.context.prefix)
             .finish()
     }
 }
@@ -156,7 +109,7 @@ impl Client {
     /// `options.cluster`, otherwise independent masters locked by majority
     /// (Redlock). Every argument is checked before any I/O.
     pub async fn connect_urls<S: AsRef<str>>(urls: &[S], options: ClientOptions) -> Result<Self> {
-        validate::prefix(&options.prefix)?;
+        options::prefix(&options.prefix)?;
         let targets = urls
             .iter()
             .map(|u| Target::parse(u.as_ref()))
@@ -258,33 +211,19 @@ impl Client {
             nodes
         };
         let deployment = Arc::new(Deployment::new(nodes, secrets, options.node_timeout));
-        let (shutdown, _) = watch::channel(false);
-        let redlock = deployment.is_redlock();
-        let inner = Arc::new(Inner {
-            prefix: options.prefix,
-            id: uuid::Uuid::new_v4().to_string(),
+        let context = Context::new(
+            options.prefix,
             display,
-            connect_timeout: options.connect_timeout,
-            runtime: tokio::runtime::Handle::current(),
-            holdings: Arc::new(Holdings::default()),
-            waiters: Waiters::new(tokio::runtime::Handle::current()),
-            turns: Turns::default(),
-            feeds_started: Once::new(),
-            next_handle: AtomicU64::new(1),
-            shutdown,
-            closed: Arc::new(watch::channel(false).0),
-            deployment: Connections {
-                open: Mutex::new(Some(deployment.clone())),
-                redlock,
-            },
-        });
-        inner.runtime.spawn(watchdog::run(
-            inner.holdings.clone(),
+            options.connect_timeout,
+            deployment.clone(),
+        );
+        context.runtime().spawn(watchdog::run(
+            context.holdings.clone(),
             deployment,
-            Shutdown(inner.shutdown.subscribe()),
+            context.shutdown_signal(),
         ));
-        tracing::debug!(server = %inner.display, "connected");
-        Ok(Client { inner })
+        tracing::debug!(server = %context.display, "connected");
+        Ok(Client { context })
     }
 
     /// The URL from `REDIS_URL`, else [`DEFAULT_URL`].
@@ -303,7 +242,7 @@ impl Client {
 
     /// A lock with the given options, owned by a new handle.
     pub fn lock_with(&self, name: &str, options: LockOptions) -> Result<Lock> {
-        let handle = self.inner.next_handle.fetch_add(1, Ordering::Relaxed);
+        let handle = self.context.next_handle.fetch_add(1, Ordering::Relaxed);
         Lock::new(self.clone(), name, options, &format!("h{handle}"))
     }
 
@@ -315,21 +254,21 @@ impl Client {
 
     /// The random id of this client (the first half of its owner ids).
     pub fn id(&self) -> &str {
-        &self.inner.id
+        &self.context.id
     }
 
     pub fn prefix(&self) -> &str {
-        &self.inner.prefix
+        &self.context.prefix
     }
 
     /// The servers as text, without any password.
     pub fn server(&self) -> &str {
-        &self.inner.display
+        &self.context.display
     }
 
     /// Whether locks take a majority of several independent masters.
     pub fn is_redlock(&self) -> bool {
-        self.inner.deployment.is_redlock()
+        self.context.deployment.is_redlock()
     }
 
     /// Closes the client: from this call on, every operation of the client
@@ -345,15 +284,15 @@ impl Client {
     /// future resolves when they are done (dropping it lets them finish in the
     /// background). Closing again does nothing more.
     pub fn close(&self) -> Closing {
-        let inner = &self.inner;
-        let mut done = inner.closed.subscribe();
-        if let Some(deployment) = inner.deployment.close() {
-            let held = inner.holdings.close();
-            inner.shutdown.send_replace(true);
+        let context = &self.context;
+        let mut done = context.closed.subscribe();
+        if let Some(deployment) = context.deployment.close() {
+            let held = context.holdings.close();
+            context.shutdown.send_replace(true);
             // Sleeping waiters attempt again, and hear that the client is closed.
-            inner.waiters.wake_all_channels();
-            let closed = inner.closed.clone();
-            inner.runtime.spawn(async move {
+            context.waiters.wake_all_channels();
+            let closed = context.closed.clone();
+            context.runtime().spawn(async move {
                 let releases = held.iter().map(|given| give_back(&deployment, given));
                 let all = futures_util::future::join_all(releases);
                 if tokio::time::timeout(CLOSE_RELEASES_WITHIN, all)
@@ -378,7 +317,7 @@ impl Client {
 
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
-        self.inner.deployment.current().is_err()
+        self.context.deployment.current().is_err()
     }
 }
 
@@ -415,7 +354,7 @@ pub struct Closing(Pin<Box<dyn Future<Output = ()> + Send>>);
 impl Future for Closing {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut task::Context<'_>) -> Poll<()> {
         self.0.as_mut().poll(cx)
     }
 }
@@ -424,316 +363,4 @@ impl fmt::Debug for Closing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Closing")
     }
-}
-
-/// The client's way to its deployment, open until `close()`: every request of
-/// a lock goes through here, so a closed client refuses them all with
-/// [`Error::Closed`] before any I/O, and dropping the deployment here (with
-/// the background tasks' handles) closes its connections.
-pub(crate) struct Connections {
-    open: Mutex<Option<Arc<Deployment>>>,
-    redlock: bool,
-}
-
-impl Connections {
-    fn current(&self) -> Result<Arc<Deployment>> {
-        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        open.clone().ok_or(Error::Closed)
-    }
-
-    /// Shuts the way; the deployment to close, the first time only.
-    fn close(&self) -> Option<Arc<Deployment>> {
-        self.open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-    }
-
-    pub(crate) fn is_redlock(&self) -> bool {
-        self.redlock
-    }
-
-    /// See [`Deployment::drift`]. On a closed client every holding is lost
-    /// already, so no lease is timed any more.
-    pub(crate) fn drift(&self, lease: Duration) -> Duration {
-        self.current().map_or(Duration::ZERO, |d| d.drift(lease))
-    }
-
-    /// An acquisition granted while the client closed is given back at once:
-    /// nothing would renew or release it.
-    pub(crate) fn acquire<'a>(&'a self, req: &'a AcquireRequest<'_>) -> Request<'a, Attempt> {
-        Box::pin(async move {
-            let deployment = self.current()?;
-            let attempt = deployment.acquire(req).await?;
-            if self.current().is_err() {
-                if let Attempt::Held { .. } = attempt {
-                    let lease_ms = req.lease.as_millis() as u64;
-                    let _ = deployment
-                        .release(req.keys, req.owner, lease_ms, ReleaseOf::ANY)
-                        .await;
-                }
-                return Err(Error::Closed);
-            }
-            Ok(attempt)
-        })
-    }
-
-    pub(crate) fn release<'a>(
-        &'a self,
-        keys: &'a Keys,
-        owner: &'a str,
-        lease_ms: u64,
-        of: ReleaseOf,
-    ) -> Request<'a, std::result::Result<u32, NotOwnedReason>> {
-        Box::pin(async move {
-            let deployment = self.current()?;
-            deployment.release(keys, owner, lease_ms, of).await
-        })
-    }
-
-    pub(crate) fn extend<'a>(
-        &'a self,
-        keys: &'a Keys,
-        owner: &'a str,
-        lease_ms: u64,
-        replicas: Option<u32>,
-        fence: u64,
-    ) -> Request<'a, std::result::Result<u32, NotOwnedReason>> {
-        Box::pin(async move {
-            let deployment = self.current()?;
-            deployment
-                .extend(keys, owner, lease_ms, replicas, fence)
-                .await
-        })
-    }
-
-    pub(crate) fn dequeue<'a>(
-        &'a self,
-        keys: &'a Keys,
-        owner: &'a str,
-    ) -> Request<'a, Option<u64>> {
-        Box::pin(async move { self.current()?.dequeue(keys, owner).await })
-    }
-
-    pub(crate) fn inspect<'a>(&'a self, keys: &'a Keys) -> Request<'a, LockState> {
-        Box::pin(async move { self.current()?.inspect(keys).await })
-    }
-}
-
-/// A request through [`Connections`]. Boxed as a `dyn Future + Send`, so a
-/// caller proves `Send` of its own future without walking the whole exchange
-/// with Redis again (spawning a lock operation otherwise overflows the
-/// compiler's recursion limit).
-pub(crate) type Request<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
-
-impl Inner {
-    /// Whether this client listens on `channel` already (a waiter may
-    /// then join the line with its first attempt).
-    pub(crate) fn listening(&self, channel: &str) -> bool {
-        self.waiters.is_subscribed(channel)
-    }
-
-    /// Joins a channel (a lock's release channel, or for a waiter in line its
-    /// waiter channel with its owner id), starting the feeds on first use.
-    pub(crate) async fn join(
-        &self,
-        channel: &str,
-        fair_owner: Option<&str>,
-        deadline: Option<tokio::time::Instant>,
-    ) -> Ticket {
-        let Ok(deployment) = self.deployment.current() else {
-            // Closed: no feed will confirm; the waiter's next attempt fails.
-            return self
-                .waiters
-                .join(channel, fair_owner, Some(tokio::time::Instant::now()))
-                .await;
-        };
-        self.feeds_started.call_once(|| {
-            for node in deployment.nodes() {
-                let requests = self.waiters.add_feed();
-                self.runtime.spawn(crate::feed::run(
-                    node.feed(),
-                    Arc::downgrade(&self.waiters),
-                    requests,
-                    Shutdown(self.shutdown.subscribe()),
-                    self.connect_timeout,
-                ));
-            }
-        });
-        self.waiters.join(channel, fair_owner, deadline).await
-    }
-
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.runtime
-    }
-}
-
-/// Checks a server URL without connecting; returns it as it may be shown.
-pub(crate) fn checked_url(raw: &str) -> Result<String> {
-    let target = Target::parse(raw)?;
-    target.endpoint(None)?;
-    Ok(target.display)
-}
-
-/// A parsed, checked server URL.
-struct Target {
-    url: String,
-    display: String,
-    secrets: Vec<String>,
-    sentinel: bool,
-}
-
-impl Target {
-    fn parse(raw: &str) -> Result<Self> {
-        // Errors here never echo the URL: it may carry a password.
-        let (scheme, _) = raw
-            .split_once("://")
-            .ok_or_else(|| Error::invalid("malformed Redis URL (expected scheme://host)"))?;
-        let sentinel = match scheme {
-            "redis" | "rediss" => false,
-            "redis+sentinel" => true,
-            other => {
-                return Err(Error::invalid(format!(
-                    "unsupported URL scheme {other:?} (expected redis://, rediss:// or redis+sentinel://)"
-                )))
-            }
-        };
-        // Sentinel lists several hosts; check the rest with the first one.
-        let first_host = if sentinel {
-            let (head, tail) = raw.split_once("://").unwrap_or_default();
-            let (auth, rest) = match tail.rsplit_once('@') {
-                Some((a, r)) => (format!("{a}@"), r),
-                None => (String::new(), tail),
-            };
-            let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
-            let host = hosts.split(',').next().unwrap_or_default();
-            if path.is_empty() {
-                return Err(Error::invalid(
-                    "a redis+sentinel:// URL needs /service-name",
-                ));
-            }
-            format!("{head}://{auth}{host}")
-        } else {
-            raw.to_owned()
-        };
-        let url = url::Url::parse(&first_host.replacen("redis+sentinel://", "redis://", 1))
-            .map_err(|e| Error::invalid(format!("malformed Redis URL ({e})")))?;
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(Error::invalid("Redis URL has no host"));
-        }
-        if !sentinel {
-            let path = url.path().trim_start_matches('/');
-            if !path.is_empty() && path.parse::<u16>().is_err() {
-                return Err(Error::invalid(
-                    "Redis URL path must be a database number (like /0)",
-                ));
-            }
-        }
-        let mut secrets = Vec::new();
-        if let Some(p) = url.password() {
-            secrets.push(p.to_owned());
-            if let Ok(decoded) = percent_encoding::percent_decode_str(p).decode_utf8() {
-                secrets.push(decoded.into_owned());
-            }
-        }
-        let display = secrets.iter().fold(raw.to_owned(), |shown, s| {
-            shown.replace(&format!(":{s}@"), ":***@")
-        });
-        Ok(Target {
-            url: raw.to_owned(),
-            display,
-            secrets,
-            sentinel,
-        })
-    }
-
-    fn endpoint(&self, tls_ca_pem: Option<&[u8]>) -> Result<Endpoint> {
-        let tls = self.url.starts_with("rediss:");
-        if tls {
-            crate::tls::install_provider();
-        }
-        if self.sentinel {
-            return sentinel_endpoint(&self.url).map(|s| Endpoint::Sentinel(Box::new(s)));
-        }
-        let client = match tls_ca_pem {
-            Some(_) if !tls => {
-                return Err(Error::invalid(
-                    "a TLS CA certificate was given for a URL without TLS (use rediss://)",
-                ))
-            }
-            Some(pem) => redis::Client::build_with_tls(self.url.as_str(), certificates(pem)),
-            None => redis::Client::open(self.url.as_str()),
-        };
-        client.map(|c| Endpoint::Server(Box::new(c))).map_err(|e| {
-            let mut m = e.to_string();
-            for s in &self.secrets {
-                m = m.replace(s.as_str(), "***");
-            }
-            Error::invalid(format!("bad Redis URL: {m}"))
-        })
-    }
-}
-
-fn certificates(pem: &[u8]) -> redis::TlsCertificates {
-    redis::TlsCertificates {
-        client_tls: None,
-        root_cert: Some(pem.to_vec()),
-    }
-}
-
-/// `redis+sentinel://[user:pass@]host:port[,host:port…]/service[/db]`.
-fn sentinel_endpoint(raw: &str) -> Result<redis::sentinel::SentinelClient> {
-    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
-    let rest = raw.trim_start_matches("redis+sentinel://");
-    let (auth, rest) = match rest.rsplit_once('@') {
-        Some((a, r)) => (Some(a), r),
-        None => (None, rest),
-    };
-    let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut parts = path.split('/');
-    let service = parts
-        .next()
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| Error::invalid("a redis+sentinel:// URL needs /service-name"))?;
-    let db = match parts.next() {
-        None | Some("") => 0,
-        Some(d) => d
-            .parse::<i64>()
-            .map_err(|_| Error::invalid("the Sentinel URL's /db must be a number"))?,
-    };
-    let mut addrs = Vec::new();
-    for h in hosts.split(',') {
-        let (host, port) = match h.rsplit_once(':') {
-            Some((host, port)) => (
-                host,
-                port.parse::<u16>()
-                    .map_err(|_| Error::invalid(format!("bad Sentinel port in {h:?}")))?,
-            ),
-            None => (h, 26379),
-        };
-        if host.is_empty() {
-            return Err(Error::invalid("a Sentinel host is empty"));
-        }
-        addrs.push(redis::ConnectionAddr::Tcp(host.to_owned(), port));
-    }
-    let invalid =
-        |e: redis::RedisError| Error::invalid(format!("bad Sentinel settings: {:?}", e.kind()));
-    let mut builder = SentinelClientBuilder::new(addrs, service, SentinelServerType::Master)
-        .map_err(invalid)?
-        .set_client_to_redis_db(db);
-    if let Some(auth) = auth {
-        let (user, pass) = auth.split_once(':').unwrap_or((auth, ""));
-        let decode = |s: &str| {
-            percent_encoding::percent_decode_str(s)
-                .decode_utf8_lossy()
-                .into_owned()
-        };
-        if !user.is_empty() {
-            builder = builder.set_client_to_redis_username(decode(user));
-        }
-        if !pass.is_empty() {
-            builder = builder.set_client_to_redis_password(decode(pass));
-        }
-    }
-    builder.build().map_err(invalid)
 }

@@ -1,5 +1,7 @@
 //! The one error type of the core. Every face (Python, Node, CLI) maps these
-//! categories to its own idiom; see the table in DESIGN.md.
+//! categories to its own idiom in one place of its own (Python exceptions,
+//! Node error classes with a stable `code`, the CLI's exit statuses), and
+//! `Error::category` names them alike in every face.
 
 use std::fmt;
 

@@ -13,27 +13,37 @@
 //! ```
 
 mod client;
-mod deployment;
-pub mod driver;
+mod context;
+mod embed;
 mod error;
-mod feed;
+mod holdings;
 mod keys;
 mod lock;
-mod node;
-mod scripts;
-pub mod spin;
-mod tls;
+mod options;
+mod redis;
+mod shutdown;
 mod turns;
-pub mod validate;
-mod wait;
+mod url;
+mod wakeups;
 mod watchdog;
 
-pub use client::{Client, ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
+pub use crate::redis::scripts::LockState;
+pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
+pub use context::Client;
+pub use embed::{driver, spin};
 pub use error::{Error, LostReason, NotOwnedReason, Result};
 pub use keys::Keys;
-pub use lock::{Acquired, Lock, LockOptions, Wait, DEFAULT_TTL, QUEUE_AFTER};
-pub use scripts::LockState;
-pub use validate::Unit;
+pub use lock::{Acquired, Lock};
+pub use options::{LockOptions, Unit, Wait, DEFAULT_TTL, QUEUE_AFTER};
+
+/// Every argument check of the faces, run before any I/O: the options' (see
+/// [`LockOptions`], [`Wait`]) and the server URL's.
+pub mod validate {
+    pub use crate::options::{
+        lease, name, prefix, replicas, span, Unit, MAX_DURATION, MAX_NAME_BYTES,
+    };
+    pub use crate::url::checked as url;
+}
 
 // A Rust sample of the README or of docs/rust.md that stops compiling fails
 // `cargo test --doc`, as a stale sample would mislead its reader.

@@ -1,184 +1,32 @@
-//! A lock by name: acquire (one attempt, wait with deadline, wait forever),
-//! release, extend, and queries. Read top to bottom, this is the algorithm.
+//! A lock by name, as one owner sees it: acquire (one attempt, wait with
+//! deadline, wait forever), release, extend, and queries. The public
+//! operations are here; how the longer ones work is beside this file:
+//! `lock/acquire.rs` (how an acquisition waits, as a state machine),
+//! `lock/attempt.rs` (one acquire round trip), `lock/line.rs` (the waiting
+//! line and its handoffs), `lock/release.rs`, and `lock/cancel.rs` (finishing
+//! what an abandoned wait leaves behind).
+
+mod acquire;
+mod attempt;
+mod cancel;
+mod line;
+mod release;
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::client::Client;
-use crate::deployment::{AcquireRequest, Attempt, ReleaseOf};
+use crate::context::{Client, Context};
 use crate::error::{Error, LostReason, Result};
+use crate::holdings::{HoldTerms, HoldingView};
 use crate::keys::Keys;
-use crate::scripts::LockState;
+use crate::options::{self, LockOptions, Wait};
+use crate::redis::scripts::LockState;
 use crate::turns::Turn;
-use crate::validate::{self, Unit};
-use crate::watchdog::HoldTerms;
-
-/// Default lease.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
-
-/// How a lock is held once acquired.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockOptions {
-    /// The lease: how long the lock outlives a holder that stops renewing it.
-    pub ttl: Duration,
-    /// Renew the lease every ttl/3 while held (the watchdog).
-    pub auto_renew: bool,
-    /// Cap on the total hold time: renewal stops so the lease ends by then.
-    pub max_hold: Option<Duration>,
-    /// After acquire and extend, `WAIT` for this many replicas to have the
-    /// write; an acquisition too few acknowledge is undone and retried.
-    pub sync_replicas: Option<u32>,
-    /// Fair mode: waiters queue in Redis and a release hands the lock straight
-    /// to the first live one, in arrival order.
-    pub fair: bool,
-    /// When not fair: how long a waiter competes for each release before it
-    /// takes a place in line, from where releases are handed over in order
-    /// (as Go's `sync.Mutex` turns to handing over after 1 ms). Barging stays
-    /// cheap while waits are short, and no waiter loses to newcomers for
-    /// longer than this. Redlock keeps no line: its waiters always compete.
-    pub queue_after: Duration,
-}
-
-impl Default for LockOptions {
-    fn default() -> Self {
-        LockOptions {
-            ttl: DEFAULT_TTL,
-            auto_renew: true,
-            max_hold: None,
-            sync_replicas: None,
-            fair: false,
-            queue_after: QUEUE_AFTER,
-        }
-    }
-}
-
-impl LockOptions {
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
-
-    pub fn auto_renew(mut self, on: bool) -> Self {
-        self.auto_renew = on;
-        self
-    }
-
-    pub fn max_hold(mut self, max_hold: Option<Duration>) -> Self {
-        self.max_hold = max_hold;
-        self
-    }
-
-    pub fn sync_replicas(mut self, replicas: Option<u32>) -> Self {
-        self.sync_replicas = replicas;
-        self
-    }
-
-    pub fn fair(mut self, on: bool) -> Self {
-        self.fair = on;
-        self
-    }
-
-    pub fn queue_after(mut self, wait: Duration) -> Self {
-        self.queue_after = wait;
-        self
-    }
-
-    /// `queue_after` from a face's raw number (seconds or milliseconds),
-    /// checked: 0 (queue at once) up to a year. None keeps the default.
-    pub fn queue_after_in(self, wait: Option<f64>, unit: Unit) -> Result<Self> {
-        match wait {
-            None => Ok(self),
-            Some(w) => Ok(self.queue_after(validate::span(unit.arg("queue_after"), w, unit)?)),
-        }
-    }
-
-    /// Options from a face's raw numbers (seconds or milliseconds), checked.
-    pub fn parse(
-        ttl: Option<f64>,
-        auto_renew: bool,
-        max_hold: Option<f64>,
-        unit: Unit,
-    ) -> Result<Self> {
-        let ttl = match ttl {
-            Some(t) => validate::lease(unit.arg("ttl"), t, unit)?,
-            None => DEFAULT_TTL,
-        };
-        let max_hold = max_hold
-            .map(|m| validate::lease(unit.arg("max_hold"), m, unit))
-            .transpose()?;
-        Ok(LockOptions {
-            ttl,
-            auto_renew,
-            max_hold,
-            sync_replicas: None,
-            fair: false,
-            queue_after: QUEUE_AFTER,
-        })
-    }
-
-    fn check(&self) -> Result<()> {
-        validate::lease_duration("ttl", self.ttl)?;
-        if let Some(m) = self.max_hold {
-            validate::lease_duration("max_hold", m)?;
-        }
-        if let Some(k) = self.sync_replicas {
-            validate::replicas(k)?;
-        }
-        Ok(())
-    }
-
-    /// The lease a fresh acquisition asks for: never beyond `max_hold`.
-    fn first_lease(&self) -> Duration {
-        self.max_hold.map_or(self.ttl, |m| self.ttl.min(m))
-    }
-}
-
-/// How long an acquisition may wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// Exactly one attempt.
-    Once,
-    /// Wait up to this long (zero: one attempt).
-    For(Duration),
-    /// Wait until acquired.
-    Forever,
-}
-
-impl Wait {
-    /// A wait from a face's raw arguments: `blocking=false` is one attempt,
-    /// no timeout is forever; negative, NaN and infinite timeouts are refused.
-    pub fn parse(blocking: bool, timeout: Option<f64>, unit: Unit) -> Result<Self> {
-        let timeout = timeout
-            .map(|t| validate::span(unit.arg("timeout"), t, unit))
-            .transpose()?;
-        Ok(match (blocking, timeout) {
-            (false, _) => Wait::Once,
-            (true, None) => Wait::Forever,
-            (true, Some(d)) if d.is_zero() => Wait::Once,
-            (true, Some(d)) => Wait::For(d),
-        })
-    }
-
-    /// None: no end (a span too long to count is as good as forever).
-    fn deadline(self, start: Instant) -> Option<Instant> {
-        match self {
-            Wait::Once => Some(start),
-            Wait::For(d) => start.checked_add(d),
-            Wait::Forever => None,
-        }
-    }
-
-    fn is_once(self) -> bool {
-        matches!(self, Wait::Once | Wait::For(Duration::ZERO))
-    }
-}
 
 /// What an acquisition gives its holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,25 +67,25 @@ impl Lock {
         options: LockOptions,
         unit: &str,
     ) -> Result<Self> {
-        validate::name(name)?;
+        options::name(name)?;
         options.check()?;
-        if options.sync_replicas.is_some() && client.is_redlock() {
+        if options.sync_replicas.is_some() && client.context.deployment.is_redlock() {
             // Each master's replicas are its own; a majority of masters is
             // Redlock's answer to losing one.
             return Err(Error::invalid(
                 "sync_replicas needs one Redis deployment (a server, Sentinel or Cluster), not Redlock",
             ));
         }
-        if options.fair && client.is_redlock() {
+        if options.fair && client.context.deployment.is_redlock() {
             // A line kept on each of several masters has no single order to
             // hand the lock over in.
             return Err(Error::invalid(
                 "fair mode needs one Redis deployment (a server, Sentinel or Cluster), not Redlock",
             ));
         }
-        let keys = Arc::new(Keys::new(&client.inner.prefix, name));
-        let owner = Arc::from(format!("{}:{unit}", client.inner.id));
-        let turn = client.inner.turns.of(&keys.lock, &owner);
+        let keys = Arc::new(Keys::new(&client.context.prefix, name));
+        let owner = Arc::from(format!("{}:{unit}", client.context.id));
+        let turn = client.context.turns.of(&keys.lock, &owner);
         Ok(Lock {
             client,
             name: Arc::from(name),
@@ -250,16 +98,21 @@ impl Lock {
 
     /// The same lock seen by another owner unit (a binding's thread or task).
     pub fn with_owner(&self, unit: &str) -> Lock {
-        self.as_owner(Arc::from(format!("{}:{unit}", self.client.inner.id)))
+        self.as_owner(Arc::from(format!("{}:{unit}", self.context().id)))
     }
 
     /// The same lock seen by the owner with this full id.
     fn as_owner(&self, owner: Arc<str>) -> Lock {
         Lock {
-            turn: self.client.inner.turns.of(&self.keys.lock, &owner),
+            turn: self.context().turns.of(&self.keys.lock, &owner),
             owner,
             ..self.clone()
         }
+    }
+
+    /// What this lock's client shares with every part of it.
+    fn context(&self) -> &Context {
+        &self.client.context
     }
 
     /// The client this lock was made on.
@@ -290,366 +143,7 @@ impl Lock {
         let span = tracing::debug_span!("acquire", lock = %self.name);
         // Boxed: the waiting state machine is large, and callers nest it in
         // their own futures.
-        Box::pin(self.acquire_waiting(wait).instrument(span)).await
-    }
-
-    async fn acquire_waiting(&self, wait: Wait) -> Result<Acquired> {
-        let inner = &self.client.inner;
-        // What an abandoned wait of this owner left to finish (leaving the
-        // line, passing on a grant) must not act on this acquisition.
-        inner.waiters.cleaned_up(&self.keys.lock, &self.owner).await;
-        let start = Instant::now();
-        let deadline = wait.deadline(start);
-        // Another wait of this owner (a clone, a handle used twice at once)
-        // goes first; this one then re-enters at once if that one got it.
-        // A single attempt never stands in line, so it needs no turn.
-        let _waiting = match deadline {
-            _ if wait.is_once() => None,
-            None => Some(self.turn.wait.lock().await),
-            Some(d) => Some(
-                tokio::time::timeout_at(d, self.turn.wait.lock())
-                    .await
-                    .map_err(|_| self.timeout(None))?,
-            ),
-        };
-        let fair = self.options.fair;
-        // One Redis deployment keeps a waiting line (Redlock has none). Fair
-        // waiters join it at once; the others once they have waited
-        // `queue_after`, or as soon as they hear that others stand in it.
-        let keeps_line = !inner.deployment.is_redlock();
-        // Named here only when this client listens on some channel already:
-        // the uncontended path builds no string for it.
-        let waiter_channel = (keeps_line && !wait.is_once() && inner.waiters.listens_at_all())
-            .then(|| self.keys.waiter_channel(&inner.id));
-        // None: never (a span too long to count).
-        let starving_at = start.checked_add(if fair {
-            Duration::ZERO
-        } else {
-            self.options.queue_after
-        });
-        // A waiter whose client listens on its waiter channel already
-        // (another waiter, or one that just left the line) joins the line
-        // with its very first attempt: a looping holder cannot slip in
-        // between.
-        let in_line_now = waiter_channel
-            .as_deref()
-            .is_some_and(|c| inner.listening(c));
-        let mut line = None;
-        if let (true, Some(channel)) = (in_line_now, &waiter_channel) {
-            line = Some(self.join_line(channel, deadline).await);
-        }
-        // When this waiter's last attempt in line that found the lock busy
-        // was sent, and the last token issued then: a release that hands the
-        // lock over to it afterwards runs after that attempt, so its lease
-        // started later, and its token is larger (see `confirm_handoff`).
-        let mut busy_in_line_since = None;
-        // The uncontended path: one round trip, no subscription.
-        let sent = Instant::now();
-        let (mut retry_in_ms, mut cause, mut backoff, mut queued) =
-            match self.attempt(in_line_now).await? {
-                Attempt::Held { fence, count } => {
-                    if let Some(line) = line.take() {
-                        line.settled();
-                    }
-                    return Ok(self.acquired(fence, count));
-                }
-                Attempt::Busy {
-                    retry_in_ms,
-                    cause,
-                    backoff,
-                    queued,
-                    issued,
-                    ..
-                } => {
-                    if in_line_now {
-                        busy_in_line_since = Some((sent, issued));
-                    }
-                    (retry_in_ms, cause, backoff, queued)
-                }
-            };
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            if let Some(line) = line.take() {
-                line.leave().await;
-            }
-            return Err(self.timeout(cause));
-        }
-        let waiter_channel =
-            waiter_channel.or_else(|| keeps_line.then(|| self.keys.waiter_channel(&inner.id)));
-        // Subscribe before the next attempt, so a release that lands between
-        // that attempt and the sleep still wakes this waiter. A waiter in
-        // line listens on its client's waiter channel, and only then joins
-        // the line (a line entry counts as alive while that channel is
-        // heard); the others listen for release messages. One that goes
-        // straight into line never needs those (and under contention that
-        // saves a subscribe and an unsubscribe per acquisition).
-        let release = match fair || in_line_now || queued {
-            true => None,
-            false => Some(inner.join(&self.keys.channel, None, deadline).await),
-        };
-        if let (None, Some(channel)) = (&line, &waiter_channel) {
-            if fair || queued {
-                line = Some(self.join_line(channel, deadline).await);
-            }
-        }
-        // A waiter that was listening during its first attempt missed
-        // nothing since, and one backing off has no release to miss: each
-        // goes straight to sleep.
-        let mut attempt_now = !in_line_now && !backoff;
-        // Releases go to the line with no release message once others stand
-        // in it: a waiter out of line then takes a place in it with its next
-        // attempt, as it does once it has waited long enough.
-        let joins = |line: &Option<Line>, backoff: bool, queued: bool| {
-            line.is_none()
-                && !backoff
-                && (queued || starving_at.is_some_and(|t| Instant::now() >= t))
-        };
-        loop {
-            if attempt_now {
-                if let Some(channel) = &waiter_channel {
-                    if joins(&line, backoff, queued) {
-                        line = Some(self.join_line(channel, deadline).await);
-                    }
-                }
-                let sent = Instant::now();
-                match self.attempt(line.is_some()).await? {
-                    Attempt::Held { fence, count } => {
-                        // Taking the lock took this waiter out of the line.
-                        if let Some(line) = line.take() {
-                            line.settled();
-                        }
-                        return Ok(self.acquired(fence, count));
-                    }
-                    Attempt::Busy {
-                        retry_in_ms: r,
-                        cause: c,
-                        backoff: b,
-                        queued: q,
-                        issued,
-                        ..
-                    } => {
-                        if line.is_some() {
-                            busy_in_line_since = Some((sent, issued));
-                        }
-                        retry_in_ms = r;
-                        cause = c;
-                        backoff = b;
-                        queued = q;
-                    }
-                }
-            }
-            attempt_now = true;
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                if let Some(line) = line.take() {
-                    line.leave().await;
-                }
-                return Err(self.timeout(cause));
-            }
-            if waiter_channel.is_some() && joins(&line, backoff, queued) {
-                continue;
-            }
-            // Never a poll: sleep until a release message (or handoff), or
-            // until the holder's lease would end if that message never comes
-            // (or, out of line, until this waiter starves). A back-off sleeps
-            // its delay out.
-            let mut bound = if backoff {
-                now + Duration::from_millis(retry_in_ms.max(0) as u64)
-            } else {
-                now + crate::wait::sleep_bound(retry_in_ms, self.options.ttl)
-            };
-            if line.is_none() && waiter_channel.is_some() {
-                bound = starving_at.map_or(bound, |t| bound.min(t));
-            }
-            let until = deadline.map_or(bound, |d| d.min(bound));
-            // A waiter in line hears of its turn from its handoff; its waiter
-            // channel wakes it only after a reconnect (its entry may have
-            // been dropped meanwhile). Release messages are for the others.
-            let released = async {
-                match (&line, &release) {
-                    _ if backoff => std::future::pending().await,
-                    (Some(Line { ticket, .. }), _) | (None, Some(ticket)) => {
-                        ticket.released().await
-                    }
-                    (None, None) => std::future::pending().await,
-                }
-            };
-            let handed = async {
-                match &line {
-                    Some(line) => line.ticket.handed().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                fence = handed => {
-                    if let Some(line) = line.take() {
-                        line.settled();
-                    }
-                    // Passed on if this wait is dropped before it knows
-                    // whether it holds the grant.
-                    let grant = Grant { lock: Some(self.clone()), fence };
-                    let confirmed = self.confirm_handoff(fence, busy_in_line_since).await;
-                    self.took_in_line(fence);
-                    match confirmed {
-                        Ok(Some(acquired)) => {
-                            grant.settle();
-                            return Ok(acquired);
-                        }
-                        // The grant ended before this waiter could confirm it:
-                        // try again at once.
-                        Ok(None) => {
-                            grant.settle();
-                        }
-                        Err(e) => {
-                            // Given back like an acquisition too few replicas
-                            // have (or one Redis did not confirm), in the
-                            // background until Redis answers: wait on, after
-                            // a pause.
-                            tracing::debug!(lock = %self.name, error = %e, "handoff not confirmed");
-                            drop(grant);
-                            cause = Some(e.to_string());
-                            backoff = true;
-                            retry_in_ms = rand::random_range(5..=50);
-                            attempt_now = false;
-                        }
-                    }
-                    busy_in_line_since = None;
-                }
-                _ = released => tracing::trace!(lock = %self.name, "woken by release"),
-                _ = tokio::time::sleep_until(until) => {}
-            }
-        }
-    }
-
-    /// Listens on this client's waiter channel for a handoff to this owner;
-    /// the next attempt made with `enqueue` takes a place in line.
-    async fn join_line(&self, channel: &str, deadline: Option<Instant>) -> Line {
-        let inner = &self.client.inner;
-        let ticket = inner.join(channel, Some(&self.owner), deadline).await;
-        inner.waiters.on_orphan(channel, || self.orphan_handler());
-        Line {
-            ticket,
-            spot: InLine {
-                lock: Some(self.clone()),
-            },
-        }
-    }
-
-    /// What passes on a handoff that reaches no waiter of this client (its
-    /// waiter left the line, and its dequeue failed or has not run yet):
-    /// without it the grant would sit unused until its lease ended. Holds
-    /// the client weakly: the registry it is kept in belongs to the client.
-    fn orphan_handler(&self) -> crate::wait::Orphans {
-        let client = Arc::downgrade(&self.client.inner);
-        let lock = (self.name.clone(), self.keys.clone(), self.options.clone());
-        Arc::new(move |owner: &str, fence: u64| {
-            let Some(inner) = client.upgrade() else {
-                return;
-            };
-            let (name, keys, options) = lock.clone();
-            let owner: Arc<str> = Arc::from(owner);
-            let orphan = Lock {
-                turn: inner.turns.of(&keys.lock, &owner),
-                client: Client { inner },
-                name,
-                keys,
-                owner,
-                options,
-            };
-            tracing::debug!(lock = %orphan.name, fence, "handoff to a waiter that left; passing it on");
-            orphan.clean_up(move |lock| async move { lock.pass_on_persistently(fence).await });
-        })
-    }
-
-    /// A release handed this waiter in line the lock (token `fence`). Its
-    /// lease started when that release ran, which the waiter cannot see: the
-    /// message may come late (a slow pub/sub wire). What it can see is its
-    /// last attempt that found the lock busy (`since`: when it was sent, and
-    /// the last token issued when it ran). A grant with a larger token was
-    /// made by a release that ran after that attempt, so a lease timed from
-    /// its send ends before Redis' own. While more than half a lease is left
-    /// by that reckoning (a handoff soon after an attempt, as under
-    /// contention) the waiter holds the lock from the message alone;
-    /// otherwise, and with `sync_replicas`, it confirms this very grant with
-    /// an extension it times itself (one round trip). `Ok(None)`: the grant
-    /// had ended.
-    async fn confirm_handoff(
-        &self,
-        fence: u64,
-        since: Option<(Instant, u64)>,
-    ) -> Result<Option<Acquired>> {
-        let inner = &self.client.inner;
-        let lease = self.options.first_lease();
-        let replicas = self.options.sync_replicas;
-        let _turn = self.turn.request.lock().await;
-        if self
-            .view()
-            .is_some_and(|v| v.fence == fence && v.lost.is_none())
-        {
-            // A single attempt of this owner took this grant meanwhile: this
-            // wait re-enters it with its next attempt instead.
-            return Ok(None);
-        }
-        let now = Instant::now();
-        let sent = match since {
-            Some((sent, issued))
-                if replicas.is_none() && fence > issued && now < sent + lease / 2 =>
-            {
-                sent
-            }
-            _ => {
-                let sent = Instant::now();
-                let confirmed = inner
-                    .deployment
-                    .extend(
-                        &self.keys,
-                        &self.owner,
-                        lease.as_millis() as u64,
-                        replicas,
-                        fence,
-                    )
-                    .await?;
-                if let Err(reason) = confirmed {
-                    tracing::debug!(lock = %self.name, %reason, "handed a grant that ended");
-                    return Ok(None);
-                }
-                sent
-            }
-        };
-        let drift = inner.deployment.drift(lease);
-        inner
-            .holdings
-            .acquired(&self.terms(), fence, 1, sent, drift);
-        tracing::debug!(lock = %self.name, fence, "handed over");
-        Ok(Some(self.acquired(fence, 1)))
-    }
-
-    /// [`pass_on`](Self::pass_on) in the background, tried again while Redis
-    /// does not answer (the grant would otherwise sit until its lease ends).
-    async fn pass_on_persistently(&self, fence: u64) {
-        for pause in std::iter::once(Duration::ZERO).chain(RETRY_PAUSES) {
-            tokio::time::sleep(pause).await;
-            if self.pass_on(fence).await.is_ok() {
-                return;
-            }
-        }
-    }
-
-    /// Passes on the grant with token `fence` that this owner was handed and
-    /// will not use (it left the line, or could not confirm it): to the next
-    /// waiter in line, or freed; never a later holding of this owner, and
-    /// not this one if the owner took it meanwhile (by an attempt of its own).
-    async fn pass_on(&self, fence: u64) -> Result<()> {
-        let inner = &self.client.inner;
-        let lease = self.options.first_lease().as_millis() as u64;
-        let _turn = self.turn.request.lock().await;
-        if self.view().is_some_and(|v| v.fence == fence) {
-            return Ok(());
-        }
-        inner
-            .deployment
-            .release(&self.keys, &self.owner, lease, ReleaseOf::grant(fence))
-            .await
-            .map(|_| ())
+        Box::pin(acquire::run(self, wait).instrument(span)).await
     }
 
     /// One attempt: `Some` when acquired, `None` when someone else holds it.
@@ -676,102 +170,6 @@ impl Lock {
         }
     }
 
-    /// One acquire round trip, recorded in the holdings table on success.
-    /// Cancel-safe: if the caller stops waiting while the request is in
-    /// flight, the request still completes and an acquisition it made is
-    /// released rather than leaked.
-    fn attempt(&self, enqueue: bool) -> FinishOnDrop {
-        let lock = self.clone();
-        FinishOnDrop {
-            fut: Some(Box::pin(async move { lock.attempt_inner(enqueue).await })),
-            lock: self.clone(),
-            enqueue,
-        }
-    }
-
-    async fn attempt_inner(&self, enqueue: bool) -> Result<Attempt> {
-        let inner = &self.client.inner;
-        let _request = self.turn.request.lock().await;
-        let lease = self.options.first_lease();
-        let request = AcquireRequest {
-            keys: &self.keys,
-            owner: &self.owner,
-            lease,
-            believed: inner.holdings.believed_count(&self.keys.lock, &self.owner),
-            enqueue,
-            replicas: self.options.sync_replicas,
-        };
-        let mut sent = Instant::now();
-        let mut attempt = inner.deployment.acquire(&request).await?;
-        let drift = inner.deployment.drift(lease);
-        let late = |sent: Instant| Instant::now() + drift >= sent + lease;
-        // (Redlock's own validity check refuses a late majority already.)
-        if let (Attempt::Held { fence, count: 1 }, false) =
-            (&attempt, inner.deployment.is_redlock())
-        {
-            let fence = *fence;
-            if late(sent) {
-                // The reply came after the lease timed from the request (a
-                // stalled wire): Redis may hold it for this owner a while
-                // yet, but nothing this client measured says so. An
-                // extension it times itself does, or shows it ended; if
-                // that fails or is late too, the grant is given back.
-                sent = Instant::now();
-                let lease_ms = lease.as_millis() as u64;
-                let replicas = self.options.sync_replicas;
-                let confirmed = inner
-                    .deployment
-                    .extend(&self.keys, &self.owner, lease_ms, replicas, fence)
-                    .await;
-                let why = match confirmed {
-                    Ok(Ok(_)) if !late(sent) => None,
-                    Ok(Ok(_)) => Some("and so did the reply confirming it".to_owned()),
-                    Ok(Err(reason)) => Some(format!("and it ended ({reason})")),
-                    Err(e) => Some(format!("and confirming it failed ({e})")),
-                };
-                if let Some(why) = why {
-                    let given_back = inner
-                        .deployment
-                        .release(&self.keys, &self.owner, lease_ms, ReleaseOf::grant(fence))
-                        .await;
-                    if given_back.is_err() {
-                        self.clone().clean_up(move |lock| async move {
-                            lock.pass_on_persistently(fence).await
-                        });
-                    }
-                    attempt = Attempt::Busy {
-                        retry_in_ms: rand::random_range(5..=50),
-                        cause: Some(format!("granted, but the reply came after its lease {why}")),
-                        backoff: true,
-                        queued: false,
-                        undone: Some(fence),
-                        issued: fence,
-                    };
-                }
-            }
-        }
-        // A fresh holding may be a grant handed to this owner (an entry of
-        // its own left in line), whose message may still come: this client
-        // must know it is no new grant. Only a client that listens on some
-        // channel can hear one.
-        if enqueue || inner.waiters.listens_at_all() {
-            if let Attempt::Held { fence, count: 1 }
-            | Attempt::Busy {
-                undone: Some(fence),
-                ..
-            } = &attempt
-            {
-                self.took_in_line(*fence);
-            }
-        }
-        if let Attempt::Held { fence, count } = attempt {
-            inner
-                .holdings
-                .acquired(&self.terms(), fence, count, sent, drift);
-        }
-        Ok(attempt)
-    }
-
     fn terms(&self) -> HoldTerms {
         HoldTerms {
             name: self.name.clone(),
@@ -787,74 +185,7 @@ impl Lock {
     /// free and its waiters were told). Fails with [`Error::NotOwned`] when this
     /// owner does not hold it, and never touches another owner's lock.
     pub async fn release(&self) -> Result<u32> {
-        let inner = &self.client.inner;
-        let _request = self.turn.request.lock().await;
-        // What remains after a nested release keeps the lease this holding
-        // runs on, so Redis and the holder agree on when it ends.
-        let lease = inner
-            .holdings
-            .current_lease(&self.keys.lock, &self.owner)
-            .unwrap_or_else(|| self.options.first_lease());
-        // The holder's view, carried by the request so that a resend is
-        // recognised (see `ReleaseOf`).
-        let of = match inner.holdings.view(&self.keys.lock, &self.owner) {
-            Some(v) if v.lost.is_none() => ReleaseOf {
-                before: i64::from(v.count),
-                fence: v.fence,
-                last_valid_until: (v.count == 1).then_some(v.expires_at),
-            },
-            _ => ReleaseOf::ANY,
-        };
-        let releasing = inner.holdings.releasing(&self.keys.lock, &self.owner);
-        let sent = Instant::now();
-        // Boxed, as in `acquire`: the exchange with Redis is the large part of
-        // this future, and the faces move theirs around before polling it.
-        let outcome = match Box::pin(inner.deployment.release(
-            &self.keys,
-            &self.owner,
-            lease.as_millis() as u64,
-            of,
-        ))
-        .await
-        {
-            Ok(outcome) => outcome,
-            Err(e @ Error::Connection(_)) => match releasing.unanswered() {
-                // A nested release is counted as done whether it landed or
-                // not (the next release settles Redis' count): so it is
-                // reported done, and a retry by the caller cannot undo the
-                // outer scope's holding.
-                Some(left) => {
-                    tracing::warn!(lock = %self.name, error = %e, "nested release unanswered; counted as done");
-                    return Ok(left);
-                }
-                None => return Err(e),
-            },
-            Err(e) => {
-                releasing.unanswered();
-                return Err(e);
-            }
-        };
-        match outcome {
-            Ok(remaining) => {
-                let drift = inner.deployment.drift(lease);
-                releasing.succeeded(remaining, lease, sent, drift);
-                tracing::debug!(lock = %self.name, remaining, "released");
-                Ok(remaining)
-            }
-            Err(reason) => {
-                if of.before > 1 {
-                    // An outer scope still believes it holds it: tell it.
-                    releasing.lost(reason);
-                } else {
-                    releasing.forget();
-                }
-                tracing::debug!(lock = %self.name, %reason, "release refused");
-                Err(Error::NotOwned {
-                    name: self.name.to_string(),
-                    reason,
-                })
-            }
-        }
+        release::run(self).await
     }
 
     /// Ends a scoped holding (a `with` block, `using()`, `rlock exec`): releases,
@@ -889,13 +220,13 @@ impl Lock {
     /// ttl when `None`); later renewals keep the new lease.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
         let lease = match ttl {
-            Some(t) => validate::lease_duration("ttl", t)?,
+            Some(t) => options::lease_duration("ttl", t)?,
             None => self.options.ttl,
         };
-        let inner = &self.client.inner;
+        let context = self.context();
         let _request = self.turn.request.lock().await;
         let sent = Instant::now();
-        let outcome = Box::pin(inner.deployment.extend(
+        let outcome = Box::pin(context.deployment.extend(
             &self.keys,
             &self.owner,
             lease.as_millis() as u64,
@@ -905,14 +236,14 @@ impl Lock {
         .await?;
         match outcome {
             Ok(_) => {
-                let drift = inner.deployment.drift(lease);
-                inner
+                let drift = context.deployment.drift(lease);
+                context
                     .holdings
                     .extended(&self.keys.lock, &self.owner, lease, sent, drift);
                 Ok(())
             }
             Err(reason) => {
-                inner.holdings.lose(&self.keys.lock, &self.owner, reason);
+                context.holdings.lose(&self.keys.lock, &self.owner, reason);
                 Err(Error::NotOwned {
                     name: self.name.to_string(),
                     reason,
@@ -923,7 +254,7 @@ impl Lock {
 
     /// The lock's state in Redis (one round trip).
     pub async fn state(&self) -> Result<LockState> {
-        self.client.inner.deployment.inspect(&self.keys).await
+        self.context().deployment.inspect(&self.keys).await
     }
 
     /// Whether anyone holds the lock.
@@ -955,18 +286,14 @@ impl Lock {
     /// or with `None` when it is released first or nothing is held.
     pub fn lost_signal(&self) -> impl Future<Output = Option<LostReason>> + Send + 'static {
         let rx = self
-            .client
-            .inner
+            .context()
             .holdings
             .lost_watch(&self.keys.lock, &self.owner);
         wait_lost(rx)
     }
 
-    fn view(&self) -> Option<crate::watchdog::HoldingView> {
-        self.client
-            .inner
-            .holdings
-            .view(&self.keys.lock, &self.owner)
+    fn view(&self) -> Option<HoldingView> {
+        self.context().holdings.view(&self.keys.lock, &self.owner)
     }
 }
 
@@ -974,220 +301,4 @@ async fn wait_lost(rx: Option<watch::Receiver<Option<LostReason>>>) -> Option<Lo
     let mut rx = rx?;
     // Err: the holding left the table (released) without being lost.
     rx.wait_for(Option::is_some).await.ok().and_then(|r| *r)
-}
-
-/// The default [`LockOptions::queue_after`]: a few handoffs' time on a LAN.
-pub const QUEUE_AFTER: Duration = Duration::from_millis(10);
-
-/// A waiter in line: where its handoff arrives, and its entry.
-struct Line {
-    ticket: crate::wait::Ticket,
-    spot: InLine,
-}
-
-impl Line {
-    fn settled(self) {
-        self.spot.settled();
-    }
-
-    async fn leave(self) {
-        self.spot.leave().await;
-    }
-}
-
-/// A waiter's place in line. Leaving (a timeout, or a cancelled wait
-/// when dropped) takes the entry out, and passes the lock on if a release
-/// handed it over meanwhile, so no handoff is ever stranded.
-struct InLine {
-    /// None once settled or left: nothing is left for `drop` to do. (Taken
-    /// out rather than `mem::forget`-ing the place: a forgotten `Lock` would
-    /// keep its owner id and its whole client alive for ever.)
-    lock: Option<Lock>,
-}
-
-impl InLine {
-    /// The waiter got the lock: its entry is gone already.
-    fn settled(mut self) {
-        self.lock = None;
-    }
-
-    async fn leave(mut self) {
-        // Taken only once left: if this is dropped on the way, `drop` leaves
-        // (again: leaving twice is harmless).
-        if let Some(lock) = &self.lock {
-            lock.leave_line().await;
-        }
-        self.lock = None;
-    }
-}
-
-impl Drop for InLine {
-    fn drop(&mut self) {
-        if let Some(lock) = self.lock.take() {
-            lock.clean_up(|lock| async move { lock.leave_line().await });
-        }
-    }
-}
-
-/// A grant handed to a waiter that is confirming it: passed on if the wait
-/// is dropped before it knows whether it holds the grant, so a cancelled
-/// wait never strands it.
-struct Grant {
-    lock: Option<Lock>,
-    fence: u64,
-}
-
-impl Grant {
-    /// The wait holds the grant, or it had ended: nothing to pass on.
-    fn settle(mut self) {
-        self.lock = None;
-    }
-}
-
-impl Drop for Grant {
-    fn drop(&mut self) {
-        let fence = self.fence;
-        if let Some(lock) = self.lock.take() {
-            lock.clean_up(move |lock| async move { lock.pass_on_persistently(fence).await });
-        }
-    }
-}
-
-impl Lock {
-    /// This owner, in line, learnt of a grant to it other than from its
-    /// handoff message (it took it, or gave it back at once), which may still
-    /// be on its way or read already: that message is then stale, not a new
-    /// grant.
-    fn took_in_line(&self, fence: u64) {
-        let inner = &self.client.inner;
-        inner
-            .waiters
-            .took(&self.keys.waiter_channel(&inner.id), &self.owner, fence);
-    }
-
-    /// Runs `work` in the background as a clean-up of this owner's: its next
-    /// acquisition of this lock waits for it, so none of it acts on that.
-    fn clean_up<F, Fut>(self, work: F)
-    where
-        F: FnOnce(Lock) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let inner = &self.client.inner;
-        let cleanup = inner.waiters.cleanup(&self.keys.lock, &self.owner);
-        let runtime = inner.runtime().clone();
-        let work = work(self);
-        runtime.spawn(async move {
-            work.await;
-            drop(cleanup);
-        });
-    }
-
-    async fn leave_line(&self) {
-        // A closed client has no line left to leave: its waiter channel went
-        // with its connections.
-        if let Err(e) = self.dequeue().await {
-            if matches!(e, Error::Closed) {
-                return;
-            }
-            // Tried again in the background, so a timeout is not held up by
-            // an unreachable Redis; until then a handoff to the entry left
-            // behind is passed on when its message comes (see `join_line`).
-            self.clone().clean_up(|lock| async move {
-                for pause in RETRY_PAUSES {
-                    tokio::time::sleep(pause).await;
-                    if lock.dequeue().await.is_ok() {
-                        break;
-                    }
-                }
-            });
-        }
-    }
-
-    /// Takes this owner's entry out of the line; a grant it was handed
-    /// meanwhile is passed on.
-    async fn dequeue(&self) -> Result<()> {
-        let inner = &self.client.inner;
-        match inner.deployment.dequeue(&self.keys, &self.owner).await {
-            Ok(Some(fence)) => {
-                tracing::debug!(lock = %self.name, "handed over while leaving; passing it on");
-                self.took_in_line(fence);
-                if self.pass_on(fence).await.is_err() {
-                    self.clone().clean_up(move |lock| async move {
-                        lock.pass_on_persistently(fence).await
-                    });
-                }
-                Ok(())
-            }
-            Ok(None) => Ok(()),
-            Err(e) => {
-                tracing::debug!(lock = %self.name, error = %e, "leaving the line failed");
-                Err(e)
-            }
-        }
-    }
-}
-
-/// The pauses before each new try of a clean-up in the background (leaving
-/// the line, passing on a grant) that Redis did not answer.
-const RETRY_PAUSES: [Duration; 4] = [
-    Duration::from_millis(50),
-    Duration::from_millis(200),
-    Duration::from_millis(1000),
-    Duration::from_millis(5000),
-];
-
-type AttemptFuture = Pin<Box<dyn Future<Output = Result<Attempt>> + Send>>;
-
-/// An acquire request that, if dropped before it completes, is driven to
-/// completion in the background and released if it acquired.
-struct FinishOnDrop {
-    fut: Option<AttemptFuture>,
-    lock: Lock,
-    /// The attempt may put this owner in line.
-    enqueue: bool,
-}
-
-impl Future for FinishOnDrop {
-    type Output = Result<Attempt>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let fut = self.fut.as_mut().expect("polled after completion");
-        let out = std::task::ready!(fut.as_mut().poll(cx));
-        self.fut = None;
-        Poll::Ready(out)
-    }
-}
-
-impl Drop for FinishOnDrop {
-    fn drop(&mut self) {
-        if let Some(fut) = self.fut.take() {
-            let enqueue = self.enqueue;
-            self.lock.clone().clean_up(move |lock| async move {
-                match fut.await {
-                    Ok(Attempt::Held { .. }) => {
-                        tracing::debug!(lock = %lock.name, "acquired after cancellation; releasing");
-                        let _ = lock.release().await;
-                    }
-                    // Sent again after a lost reply, it may have put this
-                    // owner back in line after its wait left it.
-                    Ok(Attempt::Busy { .. }) if enqueue => lock.leave_line().await,
-                    _ => {}
-                }
-            });
-        }
-    }
-}
-
-impl Unit {
-    /// The argument's name in the face's spelling (`ttl` / `ttlMs`).
-    pub fn arg(self, name: &'static str) -> &'static str {
-        match (self, name) {
-            (Unit::Seconds, n) => n,
-            (Unit::Millis, "ttl") => "ttlMs",
-            (Unit::Millis, "max_hold") => "maxHoldMs",
-            (Unit::Millis, "timeout") => "timeoutMs",
-            (Unit::Millis, "queue_after") => "queueAfterMs",
-            (Unit::Millis, n) => n,
-        }
-    }
 }

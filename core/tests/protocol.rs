@@ -1,4 +1,4 @@
-//! The wire: the keys of DESIGN.md, two commands per uncontended cycle (and
+//! The wire: the keys of the README's Wire protocol, two commands per uncontended cycle (and
 //! what their scripts run), scripts that survive SCRIPT FLUSH, and the
 //! owner-checked scripts' answers as another client sending them sees them.
 

@@ -13,10 +13,10 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
-use crate::keys::Keys;
-use crate::scripts::{
+use super::scripts::{
     is_noscript, AcquireReply, Call, LockState, ACQUIRE, DEQUEUE, EXTEND, INSPECT, RELEASE,
 };
+use crate::keys::Keys;
 
 /// One acquire request.
 pub(crate) struct AcquireRequest<'a> {
@@ -87,7 +87,7 @@ impl ConnectionLike for Conn {
             Conn::Manager(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         };
-        Box::pin(crate::spin::awaited(reply))
+        Box::pin(crate::embed::spin::awaited(reply))
     }
 
     fn req_packed_commands<'a>(
@@ -100,7 +100,7 @@ impl ConnectionLike for Conn {
             Conn::Manager(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         };
-        Box::pin(crate::spin::awaited(replies))
+        Box::pin(crate::embed::spin::awaited(replies))
     }
 
     fn get_db(&self) -> i64 {

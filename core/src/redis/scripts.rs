@@ -23,7 +23,8 @@ impl Lua {
         &self.sha
     }
 
-    /// A call of this script with `keys` and `args`.
+    /// A call of this script with `keys`; its arguments follow with
+    /// [`Call::arg`].
     pub(crate) fn call<'a>(&'static self, keys: &[&'a str]) -> Call<'a> {
         Call {
             lua: self,
@@ -70,7 +71,7 @@ impl Call<'_> {
 /// (`holding.lua`, `queue.lua`: they define functions only).
 macro_rules! lua {
     ($($file:literal),+) => {{
-        const SOURCE: &str = concat!($(include_str!(concat!("../../lua/", $file)), "\n"),+);
+        const SOURCE: &str = concat!($(include_str!(concat!("../../../lua/", $file)), "\n"),+);
         Lua {
             source: SOURCE,
             sha: LazyLock::new(|| Script::new(SOURCE).get_hash().to_owned()),
@@ -151,7 +152,7 @@ pub struct LockState {
     pub ttl_ms: Option<u64>,
     /// The last fencing token ever issued for this name (None: never).
     pub fence_counter: Option<u64>,
-    /// Fair waiters in line.
+    /// Waiters in line (live, or not yet found gone).
     pub waiting: u32,
 }
 

@@ -9,11 +9,10 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use rand::Rng;
 use tokio::time::Instant;
 
+use super::endpoint::{AcquireRequest, Node, ReleaseOf};
+use super::scripts::{owner_checked, AcquireReply, LockState};
 use crate::error::{Error, NotOwnedReason, Result};
 use crate::keys::Keys;
-use crate::node::Node;
-pub(crate) use crate::node::{AcquireRequest, ReleaseOf};
-use crate::scripts::{owner_checked, AcquireReply, LockState};
 
 /// The answer to an acquire request.
 pub(crate) enum Attempt {

@@ -73,7 +73,8 @@ impl Driver {
         self.calls.fetch_add(1, Ordering::AcqRel);
         self.let_go.notify_one();
         let _call = Call(self);
-        self.runtime.block_on(crate::spin::awake_for_replies(fut))
+        self.runtime
+            .block_on(crate::embed::spin::awake_for_replies(fut))
     }
 
     /// Drives `op` on this thread (as [`block_on`](Self::block_on)) while it
@@ -85,7 +86,7 @@ impl Driver {
     /// hands `op` to the runtime ([`spawn_for_caller`](Self::spawn_for_caller)).
     pub fn block_on_replies<F: Future>(
         &self,
-        op: &mut crate::spin::Operation<F>,
+        op: &mut crate::embed::spin::Operation<F>,
         limit: Duration,
         give_way: impl Fn() -> bool,
     ) -> Option<F::Output> {
@@ -202,7 +203,7 @@ impl Drop for Call<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spin::{awaited, Operation};
+    use crate::embed::spin::{awaited, Operation};
     use std::time::Instant;
     use tokio::sync::oneshot;
 

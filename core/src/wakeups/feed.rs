@@ -12,9 +12,9 @@ use futures_util::StreamExt;
 use redis::{PushKind, Value};
 use tokio::sync::mpsc;
 
-use crate::client::Shutdown;
-use crate::node::{Connector, Feed};
-use crate::wait::Waiters;
+use super::registry::Waiters;
+use crate::redis::endpoint::{Connector, Feed};
+use crate::shutdown::Shutdown;
 
 const RECONNECT_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_MAX: Duration = Duration::from_secs(2);

@@ -1,5 +1,7 @@
-//! Argument validation, done once here for every face. Each check runs before
-//! any I/O, so a bad argument never leaves a half-written lock behind.
+//! Every option of a lock and of a wait, and the validation of every
+//! argument, done once here for every face and usable without a client. Each
+//! check runs before any I/O, so a bad argument never leaves a half-written
+//! lock behind.
 //!
 //! The bindings pass numbers as they received them (seconds in Python and the
 //! CLI, milliseconds in Node); `Unit` names the argument in the face's own
@@ -7,13 +9,179 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::error::{Error, Result};
+
+/// Default lease.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// The default [`LockOptions::queue_after`]: a few handoffs' time on a LAN.
+pub const QUEUE_AFTER: Duration = Duration::from_millis(10);
 
 /// The longest lease or wait accepted; anything beyond is a unit mistake.
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
 /// Names up to this many bytes are accepted (64 KiB names are legitimate).
 pub const MAX_NAME_BYTES: usize = 1 << 20;
 const MAX_PREFIX_BYTES: usize = 256;
+
+/// How a lock is held once acquired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockOptions {
+    /// The lease: how long the lock outlives a holder that stops renewing it.
+    pub ttl: Duration,
+    /// Renew the lease every ttl/3 while held (the watchdog).
+    pub auto_renew: bool,
+    /// Cap on the total hold time: renewal stops so the lease ends by then.
+    pub max_hold: Option<Duration>,
+    /// After acquire and extend, `WAIT` for this many replicas to have the
+    /// write; an acquisition too few acknowledge is undone and retried.
+    pub sync_replicas: Option<u32>,
+    /// Fair mode: waiters queue in Redis and a release hands the lock straight
+    /// to the first live one, in arrival order.
+    pub fair: bool,
+    /// When not fair: how long a waiter competes for each release before it
+    /// takes a place in line, from where releases are handed over in order
+    /// (as Go's `sync.Mutex` turns to handing over after 1 ms). Barging stays
+    /// cheap while waits are short, and no waiter loses to newcomers for
+    /// longer than this. Redlock keeps no line: its waiters always compete.
+    pub queue_after: Duration,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            ttl: DEFAULT_TTL,
+            auto_renew: true,
+            max_hold: None,
+            sync_replicas: None,
+            fair: false,
+            queue_after: QUEUE_AFTER,
+        }
+    }
+}
+
+impl LockOptions {
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.auto_renew = on;
+        self
+    }
+
+    pub fn max_hold(mut self, max_hold: Option<Duration>) -> Self {
+        self.max_hold = max_hold;
+        self
+    }
+
+    pub fn sync_replicas(mut self, replicas: Option<u32>) -> Self {
+        self.sync_replicas = replicas;
+        self
+    }
+
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = on;
+        self
+    }
+
+    pub fn queue_after(mut self, wait: Duration) -> Self {
+        self.queue_after = wait;
+        self
+    }
+
+    /// `queue_after` from a face's raw number (seconds or milliseconds),
+    /// checked: 0 (queue at once) up to a year. None keeps the default.
+    pub fn queue_after_in(self, wait: Option<f64>, unit: Unit) -> Result<Self> {
+        match wait {
+            None => Ok(self),
+            Some(w) => Ok(self.queue_after(span(unit.arg("queue_after"), w, unit)?)),
+        }
+    }
+
+    /// Options from a face's raw numbers (seconds or milliseconds), checked.
+    pub fn parse(
+        ttl: Option<f64>,
+        auto_renew: bool,
+        max_hold: Option<f64>,
+        unit: Unit,
+    ) -> Result<Self> {
+        let ttl = match ttl {
+            Some(t) => lease(unit.arg("ttl"), t, unit)?,
+            None => DEFAULT_TTL,
+        };
+        let max_hold = max_hold
+            .map(|m| lease(unit.arg("max_hold"), m, unit))
+            .transpose()?;
+        Ok(LockOptions {
+            ttl,
+            auto_renew,
+            max_hold,
+            sync_replicas: None,
+            fair: false,
+            queue_after: QUEUE_AFTER,
+        })
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        lease_duration("ttl", self.ttl)?;
+        if let Some(m) = self.max_hold {
+            lease_duration("max_hold", m)?;
+        }
+        if let Some(k) = self.sync_replicas {
+            replicas(k)?;
+        }
+        Ok(())
+    }
+
+    /// The lease a fresh acquisition asks for: never beyond `max_hold`.
+    pub(crate) fn first_lease(&self) -> Duration {
+        self.max_hold.map_or(self.ttl, |m| self.ttl.min(m))
+    }
+}
+
+/// How long an acquisition may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Exactly one attempt.
+    Once,
+    /// Wait up to this long (zero: one attempt).
+    For(Duration),
+    /// Wait until acquired.
+    Forever,
+}
+
+impl Wait {
+    /// A wait from a face's raw arguments: `blocking=false` is one attempt,
+    /// no timeout is forever; negative, NaN and infinite timeouts are refused.
+    pub fn parse(blocking: bool, timeout: Option<f64>, unit: Unit) -> Result<Self> {
+        let timeout = timeout
+            .map(|t| span(unit.arg("timeout"), t, unit))
+            .transpose()?;
+        Ok(match (blocking, timeout) {
+            (false, _) => Wait::Once,
+            (true, None) => Wait::Forever,
+            (true, Some(d)) if d.is_zero() => Wait::Once,
+            (true, Some(d)) => Wait::For(d),
+        })
+    }
+
+    /// None: no end (a span too long to count is as good as forever).
+    pub(crate) fn deadline(self, start: Instant) -> Option<Instant> {
+        match self {
+            Wait::Once => Some(start),
+            Wait::For(d) => start.checked_add(d),
+            Wait::Forever => None,
+        }
+    }
+
+    pub(crate) fn is_once(self) -> bool {
+        matches!(self, Wait::Once | Wait::For(Duration::ZERO))
+    }
+}
 
 /// The unit a face counts time in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +195,18 @@ impl Unit {
         match self {
             Unit::Seconds => Duration::from_secs_f64(value),
             Unit::Millis => Duration::from_secs_f64(value / 1000.0),
+        }
+    }
+
+    /// The argument's name in the face's spelling (`ttl` / `ttlMs`).
+    pub fn arg(self, name: &'static str) -> &'static str {
+        match (self, name) {
+            (Unit::Seconds, n) => n,
+            (Unit::Millis, "ttl") => "ttlMs",
+            (Unit::Millis, "max_hold") => "maxHoldMs",
+            (Unit::Millis, "timeout") => "timeoutMs",
+            (Unit::Millis, "queue_after") => "queueAfterMs",
+            (Unit::Millis, n) => n,
         }
     }
 }
@@ -142,12 +322,6 @@ pub fn prefix(prefix: &str) -> Result<()> {
     Ok(())
 }
 
-/// A server URL, checked without connecting (for faces that connect lazily);
-/// returns the URL as it may be shown, any password replaced by `***`.
-pub fn url(url: &str) -> Result<String> {
-    crate::client::checked_url(url)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,26 +364,5 @@ mod tests {
         for bad in ["", "a b", "a{", "x}", "a\tb"] {
             assert!(prefix(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn urls_are_checked_without_connecting_and_shown_without_password() {
-        // Port 1 has no server: nothing here may try to connect.
-        assert_eq!(
-            url("redis://:hunter2@127.0.0.1:1/0").unwrap(),
-            "redis://:***@127.0.0.1:1/0"
-        );
-        assert_eq!(url("redis://127.0.0.1:1").unwrap(), "redis://127.0.0.1:1");
-        for bad in [
-            "http://127.0.0.1:1",
-            "redis://",
-            "not a url",
-            "redis://h:1/db",
-        ] {
-            let err = url(bad).unwrap_err();
-            assert!(matches!(err, Error::InvalidArgument(_)), "{bad}: {err}");
-        }
-        let err = url("http://u:hunter2@127.0.0.1:1").unwrap_err();
-        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 }

@@ -9,10 +9,11 @@
 //! exactly one of them (`Notify::notify_one`): the others sleep on, so a
 //! handoff costs one attempt per client, not one per waiting thread.
 //!
-//! Fair waiters wait on their client's waiter channel instead: a release hands
-//! the lock to the first live waiter in line and names it in a `handoff`
-//! message, which goes to exactly that waiter, who then holds the lock
-//! without another round trip.
+//! Waiters in line (fair ones at once, the others once they have waited
+//! `queue_after` or hear that others stand in line) wait on their client's
+//! waiter channel instead: a release hands the lock to the first live waiter
+//! in line and names it in a `handoff` message, which goes to exactly that
+//! waiter, who then holds the lock without another round trip.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -39,7 +40,7 @@ struct Channel {
     wake: Arc<Notify>,
     /// How many feeds have confirmed the subscription.
     confirmed: watch::Sender<usize>,
-    /// Fair waiters by owner id: where a handoff's fencing token goes.
+    /// Waiters in line by owner id: where a handoff's fencing token goes.
     handoffs: HashMap<String, watch::Sender<Option<u64>>>,
     /// Grants that waiters in line learnt of other than from their handoff
     /// message (an attempt of their own, or leaving the line), as owner id
@@ -108,7 +109,8 @@ impl Waiters {
     }
 
     /// Registers a feed task; returns the receiver of its channel requests.
-    /// `start` is called once, on the first join, to spawn the feed tasks.
+    /// (The feed tasks are spawned on the client's first join, see
+    /// `Context::join`.)
     pub(crate) fn add_feed(&self) -> mpsc::UnboundedReceiver<String> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.feeds.lock().unwrap().push(tx);
@@ -118,7 +120,9 @@ impl Waiters {
     /// Joins `channel`, subscribing every feed when this is its first waiter,
     /// and returns once a majority of feeds confirmed (or after a bounded wait
     /// when Redis does not answer: the waiter's sleeps are bounded by the
-    /// holder's lease anyway).
+    /// holder's lease anyway; and never after `deadline`). A waiter in line
+    /// joins its waiter channel with its owner id (`fair_owner`), by which
+    /// its handoff reaches it.
     pub(crate) async fn join(
         self: &Arc<Self>,
         channel: &str,
@@ -289,7 +293,8 @@ impl Waiters {
         self.channels.lock().unwrap().contains_key(channel)
     }
 
-    /// A feed confirmed (`+1`) or lost (`-1`) its subscription to `channel`.
+    /// A feed confirmed (`up`) or lost (not `up`) its subscription to
+    /// `channel`.
     pub(crate) fn confirm(&self, channel: &str, up: bool) {
         if let Some(c) = self.channels.lock().unwrap().get(channel) {
             c.confirmed.send_modify(|n| {
@@ -351,7 +356,7 @@ impl Ticket {
     }
 
     /// A waiter in line: resolves with the fencing token when a release handed
-    /// it the lock (never resolves for a waiter that is not fair).
+    /// it the lock (never resolves for a waiter that is not in line).
     pub(crate) async fn handed(&self) -> u64 {
         match &self.handoff {
             Some((_, rx)) => {

@@ -1,0 +1,156 @@
+//! One acquire round trip, recorded in the holdings table when it acquired,
+//! and safe to drop: an attempt dropped before its reply is finished in the
+//! background, and what it acquired released.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{self, Poll};
+
+use tokio::time::Instant;
+
+use super::Lock;
+use crate::error::Result;
+use crate::redis::deployment::Attempt;
+use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
+
+impl Lock {
+    /// One acquire round trip, recorded in the holdings table on success.
+    /// Cancel-safe: if the caller stops waiting while the request is in
+    /// flight, the request still completes and an acquisition it made is
+    /// released rather than leaked.
+    pub(super) fn attempt(&self, enqueue: bool) -> FinishOnDrop {
+        let lock = self.clone();
+        FinishOnDrop {
+            fut: Some(Box::pin(async move { lock.attempt_inner(enqueue).await })),
+            lock: self.clone(),
+            enqueue,
+        }
+    }
+
+    async fn attempt_inner(&self, enqueue: bool) -> Result<Attempt> {
+        let context = self.context();
+        let _request = self.turn.request.lock().await;
+        let lease = self.options.first_lease();
+        let request = AcquireRequest {
+            keys: &self.keys,
+            owner: &self.owner,
+            lease,
+            believed: context
+                .holdings
+                .believed_count(&self.keys.lock, &self.owner),
+            enqueue,
+            replicas: self.options.sync_replicas,
+        };
+        let mut sent = Instant::now();
+        let mut attempt = context.deployment.acquire(&request).await?;
+        let drift = context.deployment.drift(lease);
+        let late = |sent: Instant| Instant::now() + drift >= sent + lease;
+        // (Redlock's own validity check refuses a late majority already.)
+        if let (Attempt::Held { fence, count: 1 }, false) =
+            (&attempt, context.deployment.is_redlock())
+        {
+            let fence = *fence;
+            if late(sent) {
+                // The reply came after the lease timed from the request (a
+                // stalled wire): Redis may hold it for this owner a while
+                // yet, but nothing this client measured says so. An
+                // extension it times itself does, or shows it ended; if
+                // that fails or is late too, the grant is given back.
+                sent = Instant::now();
+                let lease_ms = lease.as_millis() as u64;
+                let replicas = self.options.sync_replicas;
+                let confirmed = context
+                    .deployment
+                    .extend(&self.keys, &self.owner, lease_ms, replicas, fence)
+                    .await;
+                let why = match confirmed {
+                    Ok(Ok(_)) if !late(sent) => None,
+                    Ok(Ok(_)) => Some("and so did the reply confirming it".to_owned()),
+                    Ok(Err(reason)) => Some(format!("and it ended ({reason})")),
+                    Err(e) => Some(format!("and confirming it failed ({e})")),
+                };
+                if let Some(why) = why {
+                    let given_back = context
+                        .deployment
+                        .release(&self.keys, &self.owner, lease_ms, ReleaseOf::grant(fence))
+                        .await;
+                    if given_back.is_err() {
+                        self.clone().clean_up(move |lock| async move {
+                            lock.pass_on_persistently(fence).await
+                        });
+                    }
+                    attempt = Attempt::Busy {
+                        retry_in_ms: rand::random_range(5..=50),
+                        cause: Some(format!("granted, but the reply came after its lease {why}")),
+                        backoff: true,
+                        queued: false,
+                        undone: Some(fence),
+                        issued: fence,
+                    };
+                }
+            }
+        }
+        // A fresh holding may be a grant handed to this owner (an entry of
+        // its own left in line), whose message may still come: this client
+        // must know it is no new grant. Only a client that listens on some
+        // channel can hear one.
+        if enqueue || context.waiters.listens_at_all() {
+            if let Attempt::Held { fence, count: 1 }
+            | Attempt::Busy {
+                undone: Some(fence),
+                ..
+            } = &attempt
+            {
+                self.took_in_line(*fence);
+            }
+        }
+        if let Attempt::Held { fence, count } = attempt {
+            context
+                .holdings
+                .acquired(&self.terms(), fence, count, sent, drift);
+        }
+        Ok(attempt)
+    }
+}
+
+type AttemptFuture = Pin<Box<dyn Future<Output = Result<Attempt>> + Send>>;
+
+/// An acquire request that, if dropped before it completes, is driven to
+/// completion in the background and released if it acquired.
+pub(super) struct FinishOnDrop {
+    fut: Option<AttemptFuture>,
+    lock: Lock,
+    /// The attempt may put this owner in line.
+    enqueue: bool,
+}
+
+impl Future for FinishOnDrop {
+    type Output = Result<Attempt>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut task::Context<'_>) -> Poll<Self::Output> {
+        let fut = self.fut.as_mut().expect("polled after completion");
+        let out = std::task::ready!(fut.as_mut().poll(cx));
+        self.fut = None;
+        Poll::Ready(out)
+    }
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        if let Some(fut) = self.fut.take() {
+            let enqueue = self.enqueue;
+            self.lock.clone().clean_up(move |lock| async move {
+                match fut.await {
+                    Ok(Attempt::Held { .. }) => {
+                        tracing::debug!(lock = %lock.name, "acquired after cancellation; releasing");
+                        let _ = lock.release().await;
+                    }
+                    // Sent again after a lost reply, it may have put this
+                    // owner back in line after its wait left it.
+                    Ok(Attempt::Busy { .. }) if enqueue => lock.leave_line().await,
+                    _ => {}
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! What an abandoned wait leaves behind (its place in line, a grant handed to
+//! it, an attempt still in flight) is finished in the background, as a
+//! clean-up of its owner's: that owner's next acquisition of the lock waits
+//! for it, so none of it acts on that acquisition.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::Lock;
+
+/// The pauses before each new try of a clean-up in the background (leaving
+/// the line, passing on a grant) that Redis did not answer.
+pub(super) const RETRY_PAUSES: [Duration; 4] = [
+    Duration::from_millis(50),
+    Duration::from_millis(200),
+    Duration::from_millis(1000),
+    Duration::from_millis(5000),
+];
+
+impl Lock {
+    /// Runs `work` in the background as a clean-up of this owner's: its next
+    /// acquisition of this lock waits for it, so none of it acts on that.
+    pub(super) fn clean_up<F, Fut>(self, work: F)
+    where
+        F: FnOnce(Lock) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let context = self.context();
+        let cleanup = context.waiters.cleanup(&self.keys.lock, &self.owner);
+        let runtime = context.runtime().clone();
+        let work = work(self);
+        runtime.spawn(async move {
+            work.await;
+            drop(cleanup);
+        });
+    }
+}

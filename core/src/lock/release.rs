@@ -1,0 +1,81 @@
+//! Releasing one acquisition: the request carries what its holder believes
+//! it holds, so a resend after a lost reply is recognised, and its answer (or
+//! its absence) settles the holding it set out to release and no other.
+
+use tokio::time::Instant;
+
+use super::Lock;
+use crate::error::{Error, Result};
+use crate::redis::endpoint::ReleaseOf;
+
+/// See [`Lock::release`].
+pub(super) async fn run(lock: &Lock) -> Result<u32> {
+    let context = lock.context();
+    let _request = lock.turn.request.lock().await;
+    // What remains after a nested release keeps the lease this holding
+    // runs on, so Redis and the holder agree on when it ends.
+    let lease = context
+        .holdings
+        .current_lease(&lock.keys.lock, &lock.owner)
+        .unwrap_or_else(|| lock.options.first_lease());
+    // The holder's view, carried by the request so that a resend is
+    // recognised (see `ReleaseOf`).
+    let of = match context.holdings.view(&lock.keys.lock, &lock.owner) {
+        Some(v) if v.lost.is_none() => ReleaseOf {
+            before: i64::from(v.count),
+            fence: v.fence,
+            last_valid_until: (v.count == 1).then_some(v.expires_at),
+        },
+        _ => ReleaseOf::ANY,
+    };
+    let releasing = context.holdings.releasing(&lock.keys.lock, &lock.owner);
+    let sent = Instant::now();
+    // Boxed, as in `acquire`: the exchange with Redis is the large part of
+    // this future, and the faces move theirs around before polling it.
+    let outcome = match Box::pin(context.deployment.release(
+        &lock.keys,
+        &lock.owner,
+        lease.as_millis() as u64,
+        of,
+    ))
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(e @ Error::Connection(_)) => match releasing.unanswered() {
+            // A nested release is counted as done whether it landed or
+            // not (the next release settles Redis' count): so it is
+            // reported done, and a retry by the caller cannot undo the
+            // outer scope's holding.
+            Some(left) => {
+                tracing::warn!(lock = %lock.name, error = %e, "nested release unanswered; counted as done");
+                return Ok(left);
+            }
+            None => return Err(e),
+        },
+        Err(e) => {
+            releasing.unanswered();
+            return Err(e);
+        }
+    };
+    match outcome {
+        Ok(remaining) => {
+            let drift = context.deployment.drift(lease);
+            releasing.succeeded(remaining, lease, sent, drift);
+            tracing::debug!(lock = %lock.name, remaining, "released");
+            Ok(remaining)
+        }
+        Err(reason) => {
+            if of.before > 1 {
+                // An outer scope still believes it holds it: tell it.
+                releasing.lost(reason);
+            } else {
+                releasing.forget();
+            }
+            tracing::debug!(lock = %lock.name, %reason, "release refused");
+            Err(Error::NotOwned {
+                name: lock.name.to_string(),
+                reason,
+            })
+        }
+    }
+}
