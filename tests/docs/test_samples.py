@@ -73,9 +73,11 @@ def test_a_sample_runs_as_pasted_and_prints_what_the_page_shows(
             f"{block.id} printed\n{printed}\nwhere the page shows\n{shown}")
 
 
-@pytest.mark.parametrize("block", fragments(), ids=block_id)
-def test_a_fragment_parses(block: Block, tmp_path: Path) -> None:
-    samples.syntax(block, tmp_path)
+def test_every_fragment_parses(tmp_path: Path) -> None:
+    # One test over all of them: the pages may hold none, and an empty
+    # parameter set would show as a skip.
+    for block in fragments():
+        samples.syntax(block, tmp_path)
 
 
 @pytest.mark.parametrize("block", clone_commands(), ids=block_id)
