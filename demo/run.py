@@ -14,23 +14,20 @@ loopback port and stops it at the end, also on Ctrl-C or failure.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
-import queue
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import urllib.parse
 from typing import Any, Dict, List, Optional
 
 import redis
+
+from rlock_test_support.processes import Lines, Silent, die_with_parent
+from rlock_test_support.servers import RedisServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "demo")
@@ -47,12 +44,6 @@ SHELL_REQUESTS = 5
 DEADLINE = 60.0  # seconds for the whole run, once the processes are started
 
 
-def die_with_parent() -> None:
-    """In the child: get SIGTERM when the demo dies, even by SIGKILL (Linux)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def terminate(proc: "subprocess.Popen[Any]") -> None:
     """SIGTERM (`rlock exec` forwards it to its command and releases its lock),
     then SIGKILL if the process is still there 5 s later."""
@@ -66,31 +57,9 @@ def terminate(proc: "subprocess.Popen[Any]") -> None:
         proc.wait()
 
 
-class Server:
-    """A throwaway redis-server on a free loopback port, without persistence."""
-
-    def __init__(self) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.dir = tempfile.mkdtemp(prefix="rlock-demo-")
-        # Its own session: Ctrl-C reaches the demo, which stops it in order.
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=die_with_parent,
-        )
-        self.url = f"redis://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        terminate(self.proc)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 class Worker:
-    """A child process whose stdout lines are read into a queue, so every read
-    has a deadline."""
+    """A child process in a session of its own (Ctrl-C reaches the demo, which
+    stops it in order), whose stdout is read with a deadline."""
 
     def __init__(self, label: str, argv: List[str], env: Dict[str, str]) -> None:
         self.label = label
@@ -98,21 +67,12 @@ class Worker:
             argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             start_new_session=True, preexec_fn=die_with_parent,
         )
-        self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
+        self.lines = Lines(self.proc.stdout, label)
 
     def line(self, deadline: float) -> Optional[str]:
-        """The next line, None at end of output; raises after the deadline."""
-        try:
-            return self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise RuntimeError(f"{self.label}: no answer in time") from None
+        """The next line, None at end of output; raises Silent after the deadline."""
+        return self.lines.next(max(0.0, deadline - time.monotonic()))
 
     def send(self, text: str = "") -> None:
         """Writes `text` as one line (if any) and closes stdin."""
@@ -229,30 +189,20 @@ def main() -> int:
     if not os.access(RLOCK, os.X_OK):
         print(f"demo: {RLOCK} is missing: run `make demo`, which builds it", file=sys.stderr)
         return 2
-    server: Optional[Server] = None
+    server: Optional[RedisServer] = None
     workers: List[Worker] = []
     try:
         url = os.environ.get("REDIS_URL")
         where = f"REDIS_URL {shown(url)}" if url else ""
         if not url:
-            server = Server()
+            server = RedisServer(own_session=True)
             url = server.url
             where = f"a throwaway redis-server on {url}"
-            probe = redis.Redis.from_url(url)
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    probe.ping()
-                    break
-                except redis.ConnectionError:
-                    if server.proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("redis-server did not start") from None
-                    time.sleep(0.02)
         return run(url, where, workers)
     except KeyboardInterrupt:
         print("demo: interrupted", file=sys.stderr)
         return 130
-    except (RuntimeError, redis.RedisError, OSError) as e:
+    except (RuntimeError, Silent, redis.RedisError, OSError) as e:
         print(f"demo: {e}", file=sys.stderr)
         return 1
     finally:

@@ -36,7 +36,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-MS = 1_000_000
+from rlock_test_support.report import Report
+from rlock_test_support.spans import MS, longest_free, merge
 
 
 @dataclass
@@ -74,23 +75,6 @@ class Wait:
     end: Optional[int] = None
     out: Optional[str] = None  # acquired | timeout | error:... | killed
     timeout_ms: Optional[float] = None
-
-
-@dataclass
-class Report:
-    problems: List[str] = field(default_factory=list)
-    figures: Dict[str, Any] = field(default_factory=dict)
-
-    def count(self, key: str, n: int = 1) -> None:
-        self.figures[key] = self.figures.get(key, 0) + n
-
-    def peak(self, key: str, value: float) -> None:
-        self.figures[key] = max(self.figures.get(key, 0), round(value, 1))
-
-    def fail(self, problem: str) -> None:
-        if len(self.problems) < 30:
-            self.problems.append(problem)
-        self.count("violations")
 
 
 def build(
@@ -284,7 +268,8 @@ def check_waits(
         elif w.out is not None and w.out.startswith("error"):
             report.count("waits ended by an error")
         if w.out in ("acquired", "timeout"):
-            gap = longest_free(busy.get(w.name, []), w.start, w.end) / MS
+            lo, hi = longest_free(busy.get(w.name, []), w.start, w.end)
+            gap = (hi - lo) / MS
             report.peak("max free while waiting ms", gap)
             if gap > free_ms:
                 report.count("slow handoffs")
@@ -304,26 +289,3 @@ def held_until(s: Section, stops: Dict[str, List[int]], wipes: List[int]) -> int
         end = wipes[i]
     return end
 
-
-def merge(spans: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    out: List[Tuple[int, int]] = []
-    for lo, hi in sorted(spans):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def longest_free(busy: List[Tuple[int, int]], lo: int, hi: int) -> int:
-    """The longest stretch of [lo, hi] outside every busy span (merged, sorted)."""
-    longest, at = 0, lo
-    i = max(bisect.bisect_right(busy, (lo, lo)) - 1, 0)
-    for b_lo, b_hi in busy[i:]:
-        if b_lo >= hi:
-            break
-        if b_hi <= at:
-            continue
-        longest = max(longest, b_lo - at)
-        at = max(at, b_hi)
-    return max(longest, hi - at)

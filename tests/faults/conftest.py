@@ -2,28 +2,21 @@
 scenario, then a last line `N passed, N failed`.
 
 `make test-faults` builds the Python package, the Node addon and the `rlock`
-binary first. Redis comes from the Python suite's one helper."""
+binary first."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import tempfile
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
-from background import Background
-from harness import ROOT, Scenario
-from proxy import Proxy
+from rlock_test_support.background import Background
+from rlock_test_support.servers import RedisCluster, RedisServer
 
-_spec = importlib.util.spec_from_file_location(
-    "python_suite_support", os.path.join(ROOT, "tests", "python", "conftest.py"))
-assert _spec is not None and _spec.loader is not None
-support = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(support)
-RedisServer = support.RedisServer
-RedisCluster = support.RedisCluster
+from harness import Scenario
+from proxy import Proxy
 
 FIGURES: Dict[str, Dict[str, Any]] = {}
 OUTCOMES: Dict[str, int] = {"passed": 0, "failed": 0}
@@ -41,7 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def server(request: pytest.FixtureRequest) -> Iterator[Any]:
+def server(request: pytest.FixtureRequest) -> Iterator[RedisServer]:
     marker = request.node.get_closest_marker("redis_args")
     s = RedisServer(*(marker.args if marker else ()))
     yield s
@@ -49,16 +42,16 @@ def server(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.fixture
-def proxy(background: Background, server: Any) -> Iterator[Proxy]:
+def proxy(background: Background, server: RedisServer) -> Iterator[Proxy]:
     p = Proxy(background, server.port)
     yield p
     p.close()
 
 
 @pytest.fixture
-def masters() -> Iterator[List[Any]]:
+def masters() -> Iterator[List[RedisServer]]:
     """Three independent redis-servers: the masters of a Redlock."""
-    servers: List[Any] = []
+    servers: List[RedisServer] = []
     try:
         for _ in range(3):
             servers.append(RedisServer())
@@ -69,7 +62,7 @@ def masters() -> Iterator[List[Any]]:
 
 
 @pytest.fixture
-def cluster() -> Iterator[Any]:
+def cluster() -> Iterator[RedisCluster]:
     """A Redis Cluster of three masters (no replicas)."""
     c = RedisCluster(3)
     yield c
@@ -77,7 +70,8 @@ def cluster() -> Iterator[Any]:
 
 
 def _scenario(
-    request: pytest.FixtureRequest, servers: List[Any], background: Background, cluster: Any = None
+    request: pytest.FixtureRequest, servers: List[RedisServer], background: Background,
+    cluster: Optional[RedisCluster] = None,
 ) -> Iterator[Scenario]:
     label = request.node.name.removeprefix("test_")
     keep = os.environ.get("FAULTS_KEEP")  # a directory to keep the records in
@@ -93,18 +87,22 @@ def _scenario(
 
 
 @pytest.fixture
-def scenario(request: pytest.FixtureRequest, server: Any, background: Background) -> Iterator[Scenario]:
+def scenario(request: pytest.FixtureRequest, server: RedisServer, background: Background) -> Iterator[Scenario]:
     yield from _scenario(request, [server], background)
 
 
 @pytest.fixture
-def redlock_scenario(request: pytest.FixtureRequest, masters: List[Any], background: Background) -> Iterator[Scenario]:
+def redlock_scenario(
+    request: pytest.FixtureRequest, masters: List[RedisServer], background: Background
+) -> Iterator[Scenario]:
     """Workers on a Redlock over the three `masters`."""
     yield from _scenario(request, masters, background)
 
 
 @pytest.fixture
-def cluster_scenario(request: pytest.FixtureRequest, cluster: Any, background: Background) -> Iterator[Scenario]:
+def cluster_scenario(
+    request: pytest.FixtureRequest, cluster: RedisCluster, background: Background
+) -> Iterator[Scenario]:
     """Workers in cluster mode on the three-master `cluster`."""
     yield from _scenario(request, cluster.nodes, background, cluster)
 

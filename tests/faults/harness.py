@@ -7,23 +7,24 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Union
 
-from background import Background
-from checker import Report, check
+from rlock_test_support.background import Background
+from rlock_test_support.keys import lock_key
+from rlock_test_support.processes import Child
+from rlock_test_support.report import Report
+
+from checker import check
 from storage import FencedStorage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 RLOCK = os.path.join(TARGET, "debug", "rlock")
-MS = 1_000_000
 now = time.monotonic_ns
 
 COMMANDS = {
@@ -33,48 +34,22 @@ COMMANDS = {
 }
 
 
-class Worker:
+class Worker(Child):
     """One worker process, in its own process group (so a kill or a pause
     reaches everything it runs, `rlock exec` and its command included)."""
 
     def __init__(self, cfg: Dict[str, Any], dir: str) -> None:
         self.id = cfg["id"]
         self.cfg = cfg
-        self.stderr_path = os.path.join(dir, f"{self.id}.stderr")
-        self.proc = subprocess.Popen(
-            COMMANDS[cfg["lang"]](cfg),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=open(self.stderr_path, "w"),
-            text=True,
-            start_new_session=True,
-        )
-        self.lines: "queue.Queue[str]" = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.strip())
+        super().__init__(COMMANDS[cfg["lang"]](cfg), self.id, stderr_path=os.path.join(dir, f"{self.id}.stderr"),
+                         start_new_session=True)
 
     def expect(self, line: str, within: float) -> None:
-        try:
-            got = self.lines.get(timeout=within)
-        except queue.Empty:
-            raise AssertionError(f"{self.id} did not say {line!r} within {within} s: {self.stderr()}") from None
+        got = self.line(within)
         assert got == line, f"{self.id} said {got!r}, expected {line!r}: {self.stderr()}"
-
-    def send(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
 
     def signal(self, sig: int) -> None:
         os.killpg(self.proc.pid, sig)
-
-    def stderr(self) -> str:
-        with open(self.stderr_path) as f:
-            return f.read()[-2000:]
 
 
 class Scenario:
@@ -82,16 +57,16 @@ class Scenario:
     scenario. Use as a context manager: leftover workers are killed at exit.
 
     The deployment: one server (`servers` of one), a Redlock over several
-    independent ones, or with `cluster` (the Python suite's RedisCluster) the
-    masters of one Redis Cluster. `url` is what the workers connect to: one
-    URL, or the list of them."""
+    independent ones, or with `cluster` (a RedisCluster) the masters of one
+    Redis Cluster. `url` is what the workers connect to: one URL, or the
+    list of them."""
 
     def __init__(
         self, name: str, dir: str, servers: Sequence[Any], background: Background, cluster: Any = None
     ) -> None:
         self.name = name
         self.dir = dir
-        self.servers = list(servers)  # the Python suite's RedisServers
+        self.servers = list(servers)  # RedisServers
         self.server = self.servers[0]
         self.cluster = cluster
         self.url: Union[str, List[str]] = (
@@ -115,16 +90,11 @@ class Scenario:
     def lock_name(self, label: str) -> str:
         return f"faults:{self.name}:{label}"
 
-    @staticmethod
-    def key(name: str) -> str:
-        """The lock's hash in Redis (default prefix)."""
-        return f"rlock:{{{name}}}"
-
     def pttls(self, name: str) -> List[int]:
         """The lock's remaining lease on every server that keeps it: each
         Redlock master, or the Cluster master of its slot (-2: no key)."""
-        servers = [self.cluster.master_of(self.key(name))] if self.cluster else self.servers
-        return [int(s.redis.pttl(self.key(name))) for s in servers]
+        servers = [self.cluster.master_of(lock_key(name))] if self.cluster else self.servers
+        return [int(s.redis.pttl(lock_key(name))) for s in servers]
 
     def lease_left(self, name: str) -> int:
         """How long until the lock is free if nobody renews or releases it:

@@ -12,11 +12,11 @@ cut the wire: what a congested or flaky network does to a lock client.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from typing import List, Set, Tuple
 
-from background import Background
+from rlock_test_support.background import Background
+from rlock_test_support.wire import relay, reset
 
 
 class Proxy:
@@ -41,12 +41,12 @@ class Proxy:
 
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         if time.monotonic() < self.refuse_until:
-            _reset(client_w)
+            reset(client_w)
             return
         try:
             redis_r, redis_w = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
-            _reset(client_w)
+            reset(client_w)
             return
         self.connections += 1
         pair = (client_w, redis_w)
@@ -60,35 +60,16 @@ class Proxy:
         dst: asyncio.StreamWriter,
         pair: Tuple[asyncio.StreamWriter, asyncio.StreamWriter],
     ) -> None:
-        # Chunks queue with the time they are due, so a delay never reorders them.
-        queue: "asyncio.Queue[Tuple[float, bytes]]" = asyncio.Queue()
-
-        async def forward() -> None:
-            while True:
-                due, chunk = await queue.get()
-                if not chunk:
-                    break
-                wait = due - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                await self._flowing.wait()
-                dst.write(chunk)
-                await dst.drain()
-
-        sender = asyncio.ensure_future(forward())
         try:
-            while True:
-                chunk = await src.read(65536)
-                queue.put_nowait((time.monotonic() + self.delay_ms / 1000, chunk))
-                if not chunk:
-                    break
-            await sender
-        except (ConnectionError, OSError):
-            pass
+            await relay(src, dst, lambda: self.delay_ms / 1000, self._flowing_now)
         finally:
-            sender.cancel()
             for w in pair:
-                _reset(w)
+                reset(w)
+
+    async def _flowing_now(self) -> bool:
+        """Holds a chunk while the wire is stalled."""
+        await self._flowing.wait()
+        return True
 
     def stall(self) -> None:
         self.bg.call(self._flowing.clear)
@@ -103,7 +84,7 @@ class Proxy:
             self.refuse_until = time.monotonic() + refuse_ms / 1000
             writers: List[asyncio.StreamWriter] = list(self._open)
             for w in writers:
-                _reset(w)
+                reset(w)
             return len(writers) // 2
 
         return self.bg.run(cut())
@@ -112,17 +93,7 @@ class Proxy:
         async def close() -> None:
             self._server.close()
             for w in list(self._open):
-                _reset(w)
+                reset(w)
 
         self.bg.run(close())
 
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Closes with a RST, as a dropped connection looks to its peer."""
-    sock = writer.get_extra_info("socket")
-    try:
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-    except OSError:
-        pass
-    writer.transport.abort()

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List
 
-from background import Background
+from rlock_test_support.background import Background
 
 
 @dataclass(frozen=True)

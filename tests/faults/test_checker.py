@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from checker import MS, check
+from rlock_test_support.spans import MS
+
+from checker import check
 from storage import Write
 
 WORKERS = {w: {"ttl_ms": 500, "timeout_ms": 1000} for w in ("a", "b", "c")}

@@ -13,8 +13,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
+from rlock_test_support.keys import lock_key
+from rlock_test_support.spans import MS
+
 from conftest import record
-from harness import MS, Scenario, Worker, now
+from harness import Scenario, Worker, now
 from proxy import Proxy
 
 LANGS = ["py", "node", "cli"]
@@ -306,7 +309,7 @@ def test_a_gil_hogging_thread_does_not_delay_renewals(scenario: Scenario) -> Non
     sc.go(*waiters)
     lowest, samples = ttl, 0
     while hog.proc.poll() is None and not any(r["e"] == "exit" for r in sc.records(hog)):
-        left = sc.server.redis.pttl(sc.key(name))
+        left = sc.server.redis.pttl(lock_key(name))
         if left > 0:
             lowest, samples = min(lowest, left), samples + 1
         time.sleep(0.005)
@@ -413,7 +416,7 @@ def test_redlock_master_killed_and_restarted_empty_keeps_one_holder(redlock_scen
         outages.append((killed, back))
         # The clients come back to it: a lock taken after its return is kept there too.
         deadline = time.monotonic() + 5
-        while not any(victim.redis.type(sc.key(n)) == "hash" for n in names):
+        while not any(victim.redis.type(lock_key(n)) == "hash" for n in names):
             assert time.monotonic() < deadline, f"no lock reached the restarted master {victim.port} within 5 s"
             time.sleep(0.005)
     sc.finish(within=30)
@@ -440,7 +443,7 @@ def spread_names(sc: Scenario, label: str, per_master: int) -> List[str]:
     by_master: Dict[int, List[str]] = defaultdict(list)
     for i in range(1000):
         name = sc.lock_name(f"{label}-{i}")
-        port = sc.cluster.master_of(sc.key(name)).port
+        port = sc.cluster.master_of(lock_key(name)).port
         if len(by_master[port]) < per_master:
             by_master[port].append(name)
         if len(by_master) == len(sc.servers) and all(len(v) == per_master for v in by_master.values()):
@@ -458,7 +461,7 @@ def test_cluster_sigkill_of_the_holder_frees_the_lock_within_its_lease(cluster_s
         sc,
         "Redis Cluster (3 masters): SIGKILL of the holder (py, node, cli), one name per master",
         names=names,
-        extra={"masters": len({sc.cluster.master_of(sc.key(n)).port for n in names})},
+        extra={"masters": len({sc.cluster.master_of(lock_key(n)).port for n in names})},
     )
 
 
@@ -487,7 +490,7 @@ def test_cluster_client_kill_on_every_master(cluster_scenario: Scenario) -> None
     per_master: Dict[int, int] = defaultdict(int)
     for r in sc.records():
         if r["e"] == "enter":
-            per_master[sc.cluster.master_of(sc.key(r["n"])).port] += 1
+            per_master[sc.cluster.master_of(lock_key(r["n"])).port] += 1
     assert len(per_master) == 3, f"holdings per master: {dict(per_master)}"
     assert_clean(
         sc,

@@ -11,7 +11,9 @@ import uuid
 
 import pytest
 
-from conftest import KINDS, LONG_LIVED, Contender, Contenders, eventually
+from rlock_test_support.waiting import eventually
+
+from contenders import KINDS, LONG_LIVED, Contender, Contenders
 
 
 def can_enter(c: Contender, name: str) -> bool:

@@ -10,14 +10,11 @@ by kind, violations.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any, Iterator, List
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from driver import Driver  # noqa: E402
+from driver import Driver
 
 # The session's driver, for the summary.
 DRIVERS: List[Driver] = []

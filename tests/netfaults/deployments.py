@@ -2,37 +2,23 @@
 once per session: one server (plain and fair mode share it), a Redlock over
 three independent servers, and a three-master Redis Cluster whose nodes
 announce their proxies' ports, so clients following the cluster's layout still
-go through the proxies. Redis comes from the Python suite's one helper."""
+go through the proxies."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import time
-from typing import Any, Dict, List, Union
+from typing import Dict, List, Optional, Set, Union
+
+from rlock_test_support.background import Background
+from rlock_test_support.servers import RedisCluster, RedisServer
+from rlock_test_support.waiting import wait_until
 
 from netproxy import FaultProxy
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-def _load(name: str, *path: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *path))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-support = _load("python_suite_support", "tests", "python", "conftest.py")
-Background = _load("faults_background", "tests", "faults", "background.py").Background
 
 MODES = ("single", "fair", "cluster", "redlock")
 
 
 class Deployment:
-    def __init__(self, bg: Any, servers: List[Any], cluster: Any = None) -> None:
+    def __init__(self, bg: Background, servers: List[RedisServer], cluster: Optional[RedisCluster] = None) -> None:
         self.bg = bg
         self.servers = servers
         self.cluster = cluster
@@ -73,29 +59,26 @@ class Deployment:
                 s.stop()
 
 
-def start(bg: Any, mode: str) -> Deployment:
+def start(bg: Background, mode: str) -> Deployment:
     if mode in ("single", "fair"):
-        return Deployment(bg, [support.RedisServer()])
+        return Deployment(bg, [RedisServer()])
     if mode == "redlock":
-        return Deployment(bg, [support.RedisServer() for _ in range(3)])
-    cluster = support.RedisCluster(3)
+        return Deployment(bg, [RedisServer() for _ in range(3)])
+    cluster = RedisCluster(3)
     try:
         d = Deployment(bg, cluster.nodes, cluster)
         for node, proxy in zip(cluster.nodes, d.proxies):
             node.redis.config_set("cluster-announce-port", proxy.port)
         wanted = {p.port for p in d.proxies}
-        deadline = time.monotonic() + 30
-        while not all(_announced(n) == wanted for n in cluster.nodes):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the cluster never announced its proxies' ports")
-            time.sleep(0.05)
+        wait_until(lambda: all(_announced(n) == wanted for n in cluster.nodes),
+                   within=30, what="the cluster to announce its proxies' ports", every=0.05)
         return d
     except BaseException:
         cluster.stop()
         raise
 
 
-def _announced(node: Any) -> set:
+def _announced(node: RedisServer) -> Set[int]:
     """The client ports a node's CLUSTER SLOTS names."""
-    slots = node.redis.execute_command("CLUSTER", "SLOTS")
+    slots = node.redis.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
     return {int(entry[2][1]) for entry in slots}

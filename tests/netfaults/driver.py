@@ -6,23 +6,27 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from rlock_test_support.background import Background
+from rlock_test_support.keys import lock_key
+from rlock_test_support.processes import Child, Silent
+from rlock_test_support.report import Report
+
 import deployments
-from netchecker import Fault, Report, check
+from netchecker import Fault, check
 from schedule import Schedule, make
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(deployments.ROOT, "target")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 COMMANDS = {
     "py": [sys.executable, os.path.join(HERE, "worker.py")],
     "node": ["node", os.path.join(HERE, "worker.js")],
@@ -35,28 +39,17 @@ RUN_LIMIT_S = 60
 REDLOCK_NODE_TIMEOUT_MS = 200
 
 
-class Worker:
+class Worker(Child):
+    """A long-lived worker of one language, taking one JSON command a line."""
+
     def __init__(self, lang: str, dir: str) -> None:
+        super().__init__(COMMANDS[lang], f"the {lang} worker", stderr_path=os.path.join(dir, f"{lang}.stderr"),
+                         start_new_session=True)
         self.lang = lang
-        self.stderr_path = os.path.join(dir, f"{lang}.stderr")
-        self.proc = subprocess.Popen(
-            COMMANDS[lang], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(self.stderr_path, "a"), text=True, start_new_session=True,
-        )
-        self.lines: "queue.Queue[str]" = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
         self.expect("ready", 30)
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.strip())
-        self.lines.put("")
-
-    def send(self, cmd: Dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
+    def command(self, cmd: Dict[str, Any]) -> None:
+        self.send(json.dumps(cmd))
 
     def expect(self, key: str, within: float) -> Optional[Dict[str, Any]]:
         """The worker's next line with `key`, or None if none came in time."""
@@ -66,23 +59,19 @@ class Worker:
             if left <= 0:
                 return None
             try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
+                line = self.lines.next(left)
+            except Silent:
                 return None
             if not line:
                 return None
-            reply = json.loads(line)
+            reply: Dict[str, Any] = json.loads(line)
             if key in reply:
                 return reply
-
-    def stderr(self) -> str:
-        with open(self.stderr_path) as f:
-            return f.read()[-1500:]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.send({"op": "exit"})
+                self.command({"op": "exit"})
                 self.proc.wait(5)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
@@ -106,7 +95,7 @@ class Driver:
     """The deployments (started on first use) and one worker per language."""
 
     def __init__(self, keep: Optional[str] = None) -> None:
-        self.bg = deployments.Background()
+        self.bg = Background()
         self.dir = keep or tempfile.mkdtemp(prefix="rlock-netfaults-")
         os.makedirs(self.dir, exist_ok=True)
         self.keep = keep is not None
@@ -137,7 +126,7 @@ class Driver:
         workers = {lang: self.worker(lang) for lang in by_lang}
         marks = [len(p.log) for p in d.proxies]
         # The proxy in front of the Cluster master that serves this lock.
-        home = d.servers.index(d.cluster.master_of(f"rlock:{{{name}}}")) if d.cluster else 0
+        home = d.servers.index(d.cluster.master_of(lock_key(name))) if d.cluster else 0
         handles: List[Any] = []
 
         def arm() -> None:
@@ -146,8 +135,8 @@ class Driver:
 
         self.bg.call(arm)
         for lang, w in workers.items():
-            w.send({"op": "run", "run": seed, "url": d.url, "cluster": d.cluster is not None,
-                    "records": records[lang], "tasks": by_lang[lang]})
+            w.command({"op": "run", "run": seed, "url": d.url, "cluster": d.cluster is not None,
+                       "records": records[lang], "tasks": by_lang[lang]})
         stuck = []
         for lang, w in workers.items():
             if w.expect("done", RUN_LIMIT_S) is None:
@@ -178,7 +167,7 @@ class Driver:
         report = check(rows, tasks, faults, fencing=not redlock,
                        node_timeout_ms=REDLOCK_NODE_TIMEOUT_MS if redlock else None)
         for s in stuck:
-            report.fail("3", s)
+            report.fail(f"[3] {s}")
         outcome = Outcome(sched, report, Counter(e["what"] for e in hit))
         self.outcomes.append(outcome)
         return outcome

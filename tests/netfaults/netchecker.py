@@ -48,11 +48,12 @@ first step never entered (counted). The promises, for every schedule:
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-MS = 1_000_000
+from rlock_test_support.report import Report
+from rlock_test_support.spans import MS, longest_free, merge
+
 SLACK_MS = 250
 RECONNECT_MS = 250
 # A holder is told lost by its own clock before Redis lets the key go: at most
@@ -115,27 +116,6 @@ class Wait:
     timeout_ms: Optional[float]
     end: Optional[int] = None
     out: Optional[str] = None
-
-
-@dataclass
-class Report:
-    problems: List[str] = field(default_factory=list)
-    figures: Dict[str, Any] = field(default_factory=dict)
-
-    def count(self, key: str, n: int = 1) -> None:
-        self.figures[key] = self.figures.get(key, 0) + n
-
-    def peak(self, key: str, value: float) -> None:
-        self.figures[key] = max(self.figures.get(key, 0), round(value, 1))
-
-    def fail(self, promise: str, problem: str) -> None:
-        if len(self.problems) < 20:
-            self.problems.append(f"[{promise}] {problem}")
-        self.count("violations")
-
-    @property
-    def violations(self) -> int:
-        return int(self.figures.get("violations", 0))
 
 
 @dataclass
@@ -215,7 +195,7 @@ def check(
     """`tasks`: each task's settings by task id (ttl_ms, timeout_ms as given
     to the worker); `fencing`: whether tokens must grow (not under Redlock);
     `node_timeout_ms`: a Redlock's node timeout."""
-    report = Report()
+    report = Report(shown=20)
     sections, waits, notes = build(records, tasks)
     # Promises 1, 2 and 4 are about holders that believed they held the lock,
     # in the order they began to (an acquisition told lost before its first
@@ -231,7 +211,7 @@ def check(
         if s.told:
             report.count("losses told")
         if s.out is None:
-            report.fail("1", f"{s} never let go (no exit recorded)")
+            report.fail(f"[1] {s} never let go (no exit recorded)")
         elif s.out.startswith("error"):
             report.count("release errors")
 
@@ -242,20 +222,20 @@ def check(
         for b in later:
             if b.believed_from > a.believed_until:
                 break
-            report.fail("1", f"{b} entered while {a} still believed it held the lock "
-                             f"(until {(a.believed_until - b.believed_from) / MS:.1f} ms later)")
+            report.fail(f"[1] {b} entered while {a} still believed it held the lock "
+                        f"(until {(a.believed_until - b.believed_from) / MS:.1f} ms later)")
         let_go = a.rel if a.rel is not None else a.exit
         cut_short = [b for b in later if let_go is None or b.believed_from < let_go]
         if cut_short and not a.told:
             b = cut_short[0]
-            report.fail("2", f"{b} entered {(b.believed_from - a.believed_until) / MS:.1f} ms after {a}'s last "
-                             f"belief, before it let go, and {a} was never told (let go with {a.out!r})")
+            report.fail(f"[2] {b} entered {(b.believed_from - a.believed_until) / MS:.1f} ms after {a}'s last "
+                        f"belief, before it let go, and {a} was never told (let go with {a.out!r})")
         # Unrenewed, Redis lets the lease go by the lease after the last request
         # that set it; believing past that is believing past Redis' expiry.
         expiry = a.renewed + int(a.ttl_ms * MS)
         if not a.auto_renew and a.believed_until > expiry:
-            report.fail("2", f"{a} still believed it held the lock {(a.believed_until - expiry) / MS:.1f} ms "
-                             f"after its unrenewed {a.ttl_ms:.0f} ms lease ended in Redis")
+            report.fail(f"[2] {a} still believed it held the lock {(a.believed_until - expiry) / MS:.1f} ms "
+                        f"after its unrenewed {a.ttl_ms:.0f} ms lease ended in Redis")
 
     for a in sections:
         let_go = a.rel if a.rel is not None else a.exit
@@ -275,9 +255,9 @@ def check(
             # it from its own last request.
             within = (a.exit - a.asked) / MS + delayed < a.ttl_ms * 0.99 - 2 - SLACK_MS / 5
             if within and not excused:
-                report.fail("2", f"{a} was told lost (let go with {a.out!r}) though its wait and holding, "
-                                 f"release included, lasted {(a.exit - a.asked) / MS:.0f} ms of a "
-                                 f"{a.ttl_ms:.0f} ms lease and nobody else entered")
+                report.fail(f"[2] {a} was told lost (let go with {a.out!r}) though its wait and holding, "
+                            f"release included, lasted {(a.exit - a.asked) / MS:.0f} ms of a "
+                            f"{a.ttl_ms:.0f} ms lease and nobody else entered")
             else:
                 report.count("losses under faults")
 
@@ -289,7 +269,7 @@ def check(
                 # again resumes that holding (README, Guarantees: the watchdog).
                 report.count("holdings resumed after an unanswered release")
             elif fencing:
-                report.fail("4", f"{b} entered after {a} with token {b.token} <= {a.token}")
+                report.fail(f"[4] {b} entered after {a} with token {b.token} <= {a.token}")
             else:
                 report.count("tokens out of entry order (Redlock: none promised)")
 
@@ -299,19 +279,19 @@ def check(
     for w in waits:
         report.count("waits")
         if w.end is None:
-            report.fail("3", f"{w.task}'s wait never ended")
+            report.fail(f"[3] {w.task}'s wait never ended")
             continue
         if w.out is not None and w.out.startswith("error"):
             report.count("waits ended by an error")
         if w.out == "timeout":
             report.count("timeouts")
             if w.timeout_ms is None:
-                report.fail("3", f"{w.task} timed out with no timeout set")
+                report.fail(f"[3] {w.task} timed out with no timeout set")
             else:
                 late = (w.end - w.start) / MS - w.timeout_ms
                 report.peak("max timeout overshoot ms", late)
                 if late > SLACK_MS + allowance(w, w.start, w.end, faults, lossy, node_timeout_ms):
-                    report.fail("3", f"{w.task} gave up {late:.0f} ms past its deadline")
+                    report.fail(f"[3] {w.task} gave up {late:.0f} ms past its deadline")
         if w.out not in ("acquired", "timeout"):
             continue
         lo, hi = longest_free(busy, w.start, w.end)
@@ -322,8 +302,8 @@ def check(
         if margin is None or gap - bound > margin:
             report.figures["closest wait to its bound ms"] = round(gap - bound, 1)
         if gap > bound:
-            report.fail("3", f"{w.task} waited through {gap:.0f} ms while the lock was free "
-                             f"(bound {bound:.0f} ms from the faults)")
+            report.fail(f"[3] {w.task} waited through {gap:.0f} ms while the lock was free "
+                        f"(bound {bound:.0f} ms from the faults)")
     report.figures.setdefault("violations", 0)
     return report
 
@@ -338,28 +318,3 @@ def allowance(w: Wait, lo: int, hi: int, faults: Sequence[Fault], lossy: List[in
         extra += w.ttl_ms * 1.05 + 50
     return extra
 
-
-def merge(spans: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    out: List[Tuple[int, int]] = []
-    for lo, hi in sorted(spans):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def longest_free(busy: List[Tuple[int, int]], lo: int, hi: int) -> Tuple[int, int]:
-    """The longest stretch of [lo, hi] outside every busy span (merged, sorted)."""
-    best, at = (lo, lo), lo
-    for b_lo, b_hi in busy:
-        if b_lo >= hi:
-            break
-        if b_hi <= at:
-            continue
-        if b_lo - at > best[1] - best[0]:
-            best = (at, b_lo)
-        at = max(at, b_hi)
-    if hi - at > best[1] - best[0]:
-        best = (at, hi)
-    return best

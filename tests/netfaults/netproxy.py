@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set
+
+from rlock_test_support.wire import relay, reset
 
 # Long enough on a loaded loopback for Redis to read and run a request the
 # proxy forwarded, before the proxy resets the connection under it.
@@ -208,7 +209,7 @@ class FaultProxy:
         try:
             redis_r, redis_w = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
-            _rst(client_w)
+            reset(client_w)
             return
         c = _Conn(client_w, redis_w)
         self.conns.add(c)
@@ -265,51 +266,19 @@ class FaultProxy:
             self._close(c)
 
     async def _downstream(self, c: _Conn, src: asyncio.StreamReader) -> None:
-        # Chunks queue with the time they are due, so a delay never reorders them.
-        queue: "asyncio.Queue[tuple[float, bytes]]" = asyncio.Queue()
+        async def cleared() -> bool:
+            await self._hold_while_stalled(c)
+            return not (c.closed or c.doomed)
 
-        async def deliver() -> None:
-            while True:
-                due, chunk = await queue.get()
-                if not chunk:
-                    return
-                wait = due - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                await self._hold_while_stalled(c)
-                if c.closed or c.doomed:
-                    return
-                c.client_w.write(chunk)
-                await c.client_w.drain()
-
-        sender = asyncio.ensure_future(deliver())
         try:
-            while not c.closed:
-                chunk = await src.read(65536)
-                queue.put_nowait((time.monotonic() + self._delay_s(c), chunk))
-                if not chunk:
-                    break
-            await sender
-        except (ConnectionError, OSError):
-            pass
+            await relay(src, c.client_w, lambda: self._delay_s(c), cleared, lambda: not c.closed)
         finally:
-            sender.cancel()
             self._close(c)
 
     def _close(self, c: _Conn) -> None:
         if c.closed:
             return
         c.closed = True
-        _rst(c.client_w)
-        _rst(c.redis_w)
+        reset(c.client_w)
+        reset(c.redis_w)
 
-
-def _rst(writer: asyncio.StreamWriter) -> None:
-    """Closes with a RST, as a dropped connection looks to its peer."""
-    sock = writer.get_extra_info("socket")
-    try:
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-    except OSError:
-        pass
-    writer.transport.abort()

@@ -12,9 +12,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from driver import Driver  # noqa: E402
+from driver import Driver
 
 
 def main() -> int:

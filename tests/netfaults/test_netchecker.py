@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from netchecker import MS, SLACK_MS, Fault, check
+from rlock_test_support.spans import MS
+
+from netchecker import SLACK_MS, Fault, check
 
 TASKS = {k: {"ttl_ms": 500, "timeout_ms": 1000} for k in ("a", "b", "c")}
 

@@ -10,14 +10,17 @@ from typing import Any, Iterator, Tuple
 import pytest
 import redis
 
-from deployments import Background, support
+from rlock_test_support.background import Background
+from rlock_test_support.servers import RedisServer
+from rlock_test_support.waiting import eventually
+
 from netproxy import FaultProxy, command_of, split_requests
 
 
 @pytest.fixture(scope="module")
 def wire() -> Iterator[Tuple[FaultProxy, redis.Redis, Background]]:
     bg = Background()
-    server = support.RedisServer()
+    server = RedisServer()
     proxy = bg.run(FaultProxy(bg.loop, server.port).start())
     yield proxy, server.redis, bg
     bg.run(proxy.close())
@@ -100,10 +103,7 @@ def test_faults_on_pub_sub_connections_spare_command_ones(wire: Tuple[FaultProxy
     sub.subscribe("chan")
     assert sub.get_message(timeout=5)["type"] == "subscribe"
     kinds = lambda: sorted(x.kind for x in proxy.conns if not x.closed)  # noqa: E731
-    deadline = time.monotonic() + 5
-    while "pubsub" not in kinds() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert "pubsub" in kinds()
+    assert eventually(lambda: "pubsub" in kinds(), within=5)
     now_on(bg, proxy.reset, "pubsub", "all")
     c.ping()  # the command connection lives on
     with pytest.raises((redis.ConnectionError, socket.error)):

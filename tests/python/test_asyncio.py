@@ -10,7 +10,11 @@ from typing import Any, Coroutine, List, TypeVar
 import pytest
 
 import rlock
-from conftest import RedisServer, eventually, lock_key, run_python
+from rlock_test_support.keys import lock_key
+from rlock_test_support.servers import RedisServer
+from rlock_test_support.waiting import eventually
+
+from children import run_python
 
 T = TypeVar("T")
 

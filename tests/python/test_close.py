@@ -12,7 +12,9 @@ from typing import List
 import pytest
 
 import rlock
-from conftest import RedisServer, eventually, lock_key
+from rlock_test_support.keys import lock_key
+from rlock_test_support.servers import RedisServer
+from rlock_test_support.waiting import eventually
 
 
 def connections(server: RedisServer) -> int:

@@ -12,7 +12,9 @@ from typing import Iterator, List
 import pytest
 
 import rlock
-from conftest import RedisCluster, RedisServer, eventually, lock_key
+from rlock_test_support.keys import lock_key
+from rlock_test_support.servers import RedisCluster, RedisServer
+from rlock_test_support.waiting import eventually
 
 # --------------------------------------------------------------------------
 # Redlock

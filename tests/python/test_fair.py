@@ -11,7 +11,11 @@ import time
 from typing import List
 
 import rlock
-from conftest import RedisServer, eventually, lock_key, waiting_child
+from rlock_test_support.keys import lock_key
+from rlock_test_support.servers import RedisServer
+from rlock_test_support.waiting import eventually
+
+from children import waiting_child
 
 
 def in_line(server: RedisServer, name: str) -> int:

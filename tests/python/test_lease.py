@@ -8,7 +8,9 @@ import time
 import pytest
 
 import rlock
-from conftest import RedisServer, eventually, lock_key
+from rlock_test_support.keys import lock_key
+from rlock_test_support.servers import RedisServer
+from rlock_test_support.waiting import eventually
 
 
 def test_watchdog_keeps_a_1s_lease_for_4s(client: rlock.Client, server: RedisServer, name: str) -> None:

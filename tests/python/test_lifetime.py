@@ -13,7 +13,9 @@ from typing import Iterator, List
 import pytest
 
 import rlock
-from conftest import RedisServer, eventually, lock_key
+from rlock_test_support.keys import lock_key
+from rlock_test_support.servers import RedisServer
+from rlock_test_support.waiting import eventually
 
 # A client that stood in line keeps its waiter channel 2 s after it left.
 SETTLES_WITHIN = 6.0

@@ -7,8 +7,7 @@ import subprocess
 import sys
 import tarfile
 
-from conftest import HERE
-
+HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 

@@ -17,7 +17,8 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple, Type
 import pytest
 
 import rlock
-from conftest import Monitor, RedisServer, free_port
+from rlock_test_support.monitor import Monitor
+from rlock_test_support.servers import RedisServer, free_port
 
 # Nothing listens there: an argument error raised through this client proves
 # that no connection was attempted first.

@@ -1,4 +1,4 @@
-"""Type-checked by test_typing.py with `mypy --strict`: the public API as a
+"""Type-checked by test_packaging.py with `mypy --strict`: the public API as a
 user writes it, with the types the stubs promise."""
 
 from __future__ import annotations

@@ -16,8 +16,12 @@ from typing import List, Tuple
 
 import pytest
 
+from rlock_test_support.servers import RedisServer
+from rlock_test_support.waiting import eventually
+
 import process
-from conftest import FIGURES, Figures, RedisServer, Worker, eventually
+from figures import FIGURES, Figures
+from loop import Worker
 
 LONG = os.environ.get("SOAK_LONG", "") not in ("", "0")
 CHECKPOINTS = 10 if LONG else 4

@@ -1,6 +1,6 @@
-"""One asyncio loop on a daemon thread, shared by the suite's own servers (the
-wire proxy and the fencing storage), so they answer while the test's main
-thread waits on workers."""
+"""One asyncio loop on a daemon thread, for a suite's own servers (wire
+proxies, a fenced storage), so they answer while the test's main thread
+waits on workers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ T = TypeVar("T")
 class Background:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="faults-loop", daemon=True)
+        self._thread = threading.Thread(target=self.loop.run_forever, name="background-loop", daemon=True)
         self._thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T], within: Optional[float] = 10.0) -> T:

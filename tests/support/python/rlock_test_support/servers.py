@@ -1,0 +1,180 @@
+"""Real redis-servers on free loopback ports: the one place the Python
+suites, the demo and the benchmark start Redis."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Any, Dict, List
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .certificates import make_certificates
+from .monitor import Monitor
+from .processes import die_with_parent
+from .waiting import wait_until
+
+# Tests, suites and other programs on the machine start servers at the same
+# time: a port found free can be taken by another server before this one
+# binds it, and redis-server then exits. It starts again on fresh ports.
+ATTEMPTS = 5
+START_WITHIN = 10.0
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (another process may take it
+    before the caller binds it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server on a free loopback port, without persistence, started
+    and answering PING once constructed.
+
+    `extra`: more redis-server arguments (later arguments win, so they may
+    turn persistence back on). `tls=True`: TLS only (`rediss://`), with a
+    certificate for 127.0.0.1 signed by a CA made for it (its PEM file:
+    `ca_file`). `cluster=True`: a Redis Cluster node, its bus on a port of its
+    own. `own_session=True`: in a session of its own, so Ctrl-C in a terminal
+    reaches only the caller, which stops it in order; and stopped when the
+    caller dies, even by SIGKILL (Linux).
+
+    `redis` is a client of the test's own (default user, decoded replies)."""
+
+    def __init__(self, *extra: str, tls: bool = False, cluster: bool = False, own_session: bool = False) -> None:
+        self.dir = tempfile.mkdtemp(prefix="rlock-redis-")
+        self.tls = tls
+        self.ca_file = os.path.join(self.dir, "ca.crt")
+        self._extra = extra
+        self._cluster = cluster
+        self._session: Dict[str, Any] = (
+            {"start_new_session": True, "preexec_fn": die_with_parent} if own_session else {})
+        if tls:
+            make_certificates(self.dir)
+        for _ in range(ATTEMPTS):
+            self._choose_port()
+            if self._start():
+                return
+        shutil.rmtree(self.dir, ignore_errors=True)
+        raise RuntimeError(f"redis-server found its port taken {ATTEMPTS} times in a row")
+
+    def _choose_port(self) -> None:
+        self.port = free_port()
+        listen = ["--port", str(self.port)]
+        if self.tls:
+            listen = ["--port", "0", "--tls-port", str(self.port),
+                      "--tls-cert-file", "server.crt", "--tls-key-file", "server.key",
+                      "--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"]
+        if self._cluster:
+            # The bus port defaults to port + 10000, which may not be free (or
+            # exist) for a high port: choose it too.
+            listen += ["--cluster-enabled", "yes", "--cluster-port", str(free_port()),
+                       "--cluster-config-file", "nodes.conf"]
+        self.argv = ["redis-server", *listen, "--bind", "127.0.0.1",
+                     "--save", "", "--appendonly", "no", "--dir", self.dir, *self._extra]
+        extra = self._extra
+        password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
+        tls_args: Dict[str, Any] = {"ssl": True, "ssl_ca_certs": self.ca_file} if self.tls else {}
+        self.redis = redis.Redis(port=self.port, password=password, decode_responses=True, **tls_args)
+        # Whatever else took the port may accept and never answer: one try, briefly.
+        self._probe = redis.Redis(port=self.port, password=password, socket_timeout=1, socket_connect_timeout=1,
+                                  retry=Retry(NoBackoff(), 0), **tls_args)
+
+    def _start(self) -> bool:
+        """Starts redis-server and waits until it answers; False when it
+        exited first (its port was taken)."""
+        self.proc = subprocess.Popen(
+            self.argv, cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **self._session)
+        deadline = time.monotonic() + START_WITHIN
+        while time.monotonic() < deadline:
+            if self._answers():
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.01)
+        self.stop()
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _answers(self) -> bool:
+        """Whether this server answers: not another one that holds the port
+        (it answers at once, before this one has even tried to bind)."""
+        try:
+            return bool(self._probe.info("server").get("process_id") == self.proc.pid)
+        except redis.RedisError:
+            return False
+
+    def restart(self, down_for: float = 0.0) -> None:
+        """Kills the server as a crash would (SIGKILL), keeps it down for
+        `down_for` seconds, and starts it again on the same port and directory,
+        so whatever it persisted comes back."""
+        self.proc.kill()
+        self.proc.wait()
+        time.sleep(down_for)
+        if not self._start():
+            raise RuntimeError(f"redis-server could not take port {self.port} back")
+
+    @property
+    def url(self) -> str:
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        """Kills the server (SIGKILL: no goodbye to clients) and removes its directory."""
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def monitor(self) -> Monitor:
+        return Monitor(self.port)
+
+
+class RedisCluster:
+    """A Redis Cluster of `masters` masters (no replicas) on loopback, joined by
+    `redis-cli --cluster create`; ready once every node says cluster_state:ok."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self.nodes: List[RedisServer] = []
+        try:
+            for _ in range(masters):
+                self.nodes.append(RedisServer("--cluster-node-timeout", "1000", cluster=True))
+            subprocess.run(
+                ["redis-cli", "--cluster", "create",
+                 *(f"127.0.0.1:{n.port}" for n in self.nodes), "--cluster-yes"],
+                check=True, capture_output=True, timeout=60,
+            )
+            wait_until(
+                lambda: all(n.redis.cluster("INFO")["cluster_state"] == "ok" for n in self.nodes),
+                within=30, what="the cluster to reach cluster_state:ok", every=0.05,
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def urls(self) -> List[str]:
+        return [n.url for n in self.nodes]
+
+    def master_of(self, key: str) -> RedisServer:
+        """The node serving `key`: the others answer MOVED."""
+        for node in self.nodes:
+            try:
+                node.redis.exists(key)
+                return node
+            except redis.ResponseError:
+                continue
+        raise AssertionError(f"no node serves {key!r}")
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
