@@ -41,10 +41,17 @@ async def ticking_during(awaitable: Coroutine[Any, Any, T], every: float = 0.01)
 
 
 async def until_waiting(server: RedisServer, name: str) -> None:
-    """Returns once a waiter listens for the lock's release (it subscribed)."""
+    """Returns once a waiter waits: it listens for the lock's release, or it
+    stands in the line (which it joins at once while an abandoned waiter's
+    place is still being cleaned up, and then listens only for its handoff)."""
     channel = f"{lock_key(name)}:released"
+    line = f"{lock_key(name)}:queue"
+
+    def waiting() -> bool:
+        return server.redis.pubsub_numsub(channel)[0][1] >= 1 or server.redis.llen(line) >= 1
+
     deadline = time.monotonic() + 5
-    while server.redis.pubsub_numsub(channel)[0][1] < 1:
+    while not waiting():
         assert time.monotonic() < deadline, "the waiter never started waiting"
         await asyncio.sleep(0.005)
 
