@@ -113,12 +113,6 @@ function expectName(name) {
   expect(!LONE_SURROGATE.test(name), 'name', 'well-formed text (no lone UTF-16 surrogate)', name)
 }
 
-function optionalNumber(options, key) {
-  const value = options[key]
-  expect(value === undefined || typeof value === 'number', key, 'a number', value)
-  return value
-}
-
 function optionsObject(options, what) {
   if (options === undefined || options === null) return {}
   expect(typeof options === 'object', what, 'an object', options)
@@ -175,29 +169,13 @@ class Client {
     return new Client(CONSTRUCT, connected)
   }
 
-  /** A lock owned by a new handle; bad options throw here, before any I/O. */
+  /**
+   * A lock owned by a new handle; bad options throw here, before any I/O.
+   * The native side reads the options (`node/src/options.rs`) and checks each.
+   */
   lock(name, options) {
     expectName(name)
-    const opts = optionsObject(options, 'options')
-    const ttlMs = optionalNumber(opts, 'ttlMs')
-    const timeoutMs = optionalNumber(opts, 'timeoutMs')
-    const maxHoldMs = optionalNumber(opts, 'maxHoldMs')
-    const syncReplicas = optionalNumber(opts, 'syncReplicas')
-    const queueAfterMs = optionalNumber(opts, 'queueAfterMs')
-    const autoRenew = opts.autoRenew ?? true
-    expect(typeof autoRenew === 'boolean', 'autoRenew', 'a boolean', autoRenew)
-    const fair = opts.fair ?? false
-    expect(typeof fair === 'boolean', 'fair', 'a boolean', fair)
-    const nativeLock = this.#native.lock(
-      name,
-      ttlMs,
-      autoRenew,
-      maxHoldMs,
-      timeoutMs,
-      syncReplicas,
-      fair,
-      queueAfterMs,
-    )
+    const nativeLock = this.#native.lock(name, optionsObject(options, 'options'))
     return new Lock(CONSTRUCT, nativeLock, name)
   }
 

@@ -13,11 +13,12 @@ use std::process::ExitStatus;
 use clap::Args;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use rlock_core::{Error, LockOptions, Unit, Wait};
+use rlock_core::{validate, Error, LockArgs, Unit};
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::{exit, fail, Connection};
+use crate::error::fail;
+use crate::{exit, Connection};
 
 #[derive(Args, Debug)]
 pub struct ExecArgs {
@@ -54,20 +55,29 @@ pub struct ExecArgs {
     command: Vec<OsString>,
 }
 
+impl ExecArgs {
+    /// The flags that are a lock's options, as the core takes them (checked
+    /// there).
+    fn lock_args(&self) -> LockArgs {
+        LockArgs {
+            ttl: Some(self.ttl),
+            timeout: self.timeout,
+            blocking: !self.no_wait,
+            sync_replicas: self.sync_replicas.map(f64::from),
+            fair: self.fair,
+            queue_after: self.queue_after,
+            ..LockArgs::new(Unit::Seconds)
+        }
+    }
+}
+
 pub async fn run(args: ExecArgs) -> u8 {
     // Every argument is checked before any I/O.
-    let checked = LockOptions::parse(Some(args.ttl), true, None, Unit::Seconds).and_then(|o| {
-        if let Some(k) = args.sync_replicas {
-            rlock_core::validate::replicas(k)?;
-        }
-        let o = o
-            .sync_replicas(args.sync_replicas)
-            .fair(args.fair)
-            .queue_after_in(args.queue_after, Unit::Seconds)?;
-        let wait = Wait::parse(!args.no_wait, args.timeout, Unit::Seconds)?;
-        let grace = rlock_core::validate::span("grace", args.grace, Unit::Seconds)?;
-        rlock_core::validate::name(&args.name)?;
-        Ok((o, wait, grace))
+    let checked = args.lock_args().check().and_then(|(options, wait)| {
+        let grace = validate::span(args.grace, Unit::Seconds)
+            .map_err(|problem| Error::invalid(format!("--grace {problem}")))?;
+        validate::name(&args.name)?;
+        Ok((options, wait, grace))
     });
     let (options, wait, grace) = match checked {
         Ok(c) => c,

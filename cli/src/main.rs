@@ -1,6 +1,7 @@
 //! `rlock`: run a command under a Redis lock (like flock(1), across machines),
 //! or show a lock's state. Every decision about locking is the core's.
 
+mod error;
 mod exec;
 mod exit;
 mod status;
@@ -58,7 +59,7 @@ impl Connection {
         };
         let tls_ca = match &self.tls_ca {
             Some(path) => Some(std::fs::read(path).map_err(|e| {
-                Error::InvalidArgument(format!("cannot read --tls-ca {}: {e}", path.display()))
+                Error::invalid(format!("cannot read --tls-ca {}: {e}", path.display()))
             })?),
             None => None,
         };
@@ -100,10 +101,4 @@ fn main() -> ExitCode {
         }
     });
     ExitCode::from(code)
-}
-
-/// Prints a core error the way every subcommand does and returns its exit code.
-pub fn fail(e: &rlock_core::Error) -> u8 {
-    eprintln!("rlock: {e}");
-    exit::for_error(e)
 }

@@ -1,7 +1,8 @@
 //! The one error type of the core. Every face (Python, Node, CLI) maps these
 //! categories to its own idiom in one place of its own (Python exceptions,
 //! Node error classes with a stable `code`, the CLI's exit statuses), and
-//! `Error::category` names them alike in every face.
+//! `Error::category` names them alike in every face. A bad option names the
+//! option as an [`Opt`], which that same place spells the face's own way.
 
 use std::fmt;
 
@@ -107,7 +108,7 @@ pub enum Error {
     Connection(String),
     /// A bad argument, rejected before any I/O.
     #[error("invalid argument: {0}")]
-    InvalidArgument(String),
+    InvalidArgument(Invalid),
     /// The client was closed: every operation that would talk to Redis
     /// through it, or its locks, is refused.
     #[error("client closed")]
@@ -115,8 +116,20 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
-        Error::InvalidArgument(msg.into())
+    /// A bad argument that is none of a lock's options (a name, a URL).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidArgument(Invalid {
+            option: None,
+            message: message.into(),
+        })
+    }
+
+    /// A bad value of `option`; `problem` follows the option's name.
+    pub(crate) fn invalid_option(option: Opt, problem: impl Into<String>) -> Self {
+        Error::InvalidArgument(Invalid {
+            option: Some(option),
+            message: problem.into(),
+        })
     }
 
     /// The stable category name shared by every face.
@@ -133,3 +146,65 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A lock's option, as an error names it: the core knows no face's spelling
+/// (`queue_after`, `queueAfterMs`, `--queue-after`), so each face spells it
+/// in its own error mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Opt {
+    Ttl,
+    Timeout,
+    Blocking,
+    AutoRenew,
+    MaxHold,
+    SyncReplicas,
+    Fair,
+    QueueAfter,
+}
+
+impl Opt {
+    /// The option's name in Rust ([`LockArgs`](crate::LockArgs)' fields).
+    pub fn name(self) -> &'static str {
+        match self {
+            Opt::Ttl => "ttl",
+            Opt::Timeout => "timeout",
+            Opt::Blocking => "blocking",
+            Opt::AutoRenew => "auto_renew",
+            Opt::MaxHold => "max_hold",
+            Opt::SyncReplicas => "sync_replicas",
+            Opt::Fair => "fair",
+            Opt::QueueAfter => "queue_after",
+        }
+    }
+}
+
+impl fmt::Display for Opt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What is wrong with an argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The option at fault, when the argument is one of a lock's options:
+    /// `message` then follows its name.
+    pub option: Option<Opt>,
+    pub message: String,
+}
+
+impl Invalid {
+    /// The whole message, the option named as `spell` names it.
+    pub fn spelled(&self, spell: impl FnOnce(Opt) -> &'static str) -> String {
+        match self.option {
+            Some(option) => format!("{} {}", spell(option), self.message),
+            None => self.message.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.spelled(Opt::name))
+    }
+}

@@ -31,17 +31,16 @@ pub use crate::redis::scripts::LockState;
 pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use context::Client;
 pub use embed::{driver, spin};
-pub use error::{Error, LostReason, NotOwnedReason, Result};
+pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
 pub use keys::Keys;
 pub use lock::{Acquired, Lock};
-pub use options::{LockOptions, Unit, Wait, DEFAULT_TTL, QUEUE_AFTER};
+pub use options::{LockArgs, LockOptions, Unit, Wait, DEFAULT_TTL, QUEUE_AFTER};
 
-/// Every argument check of the faces, run before any I/O: the options' (see
-/// [`LockOptions`], [`Wait`]) and the server URL's.
+/// Every argument check of the faces, run before any I/O, beyond a lock's
+/// options (see [`LockArgs::check`]): the name, a lease given to `extend`,
+/// the prefix and the server URL.
 pub mod validate {
-    pub use crate::options::{
-        lease, name, prefix, replicas, span, Unit, MAX_DURATION, MAX_NAME_BYTES,
-    };
+    pub use crate::options::{lease, name, prefix, span, MAX_DURATION, MAX_NAME_BYTES};
     pub use crate::url::checked as url;
 }
 

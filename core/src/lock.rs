@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::context::{Client, Context};
-use crate::error::{Error, LostReason, Result};
+use crate::error::{Error, LostReason, Opt, Result};
 use crate::holdings::{HoldTerms, HoldingView};
 use crate::keys::Keys;
 use crate::options::{self, LockOptions, Wait};
@@ -220,7 +220,7 @@ impl Lock {
     /// ttl when `None`); later renewals keep the new lease.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
         let lease = match ttl {
-            Some(t) => options::lease_duration("ttl", t)?,
+            Some(t) => options::lease_duration(Opt::Ttl, t)?,
             None => self.options.ttl,
         };
         let context = self.context();

@@ -3,15 +3,17 @@
 //! check runs before any I/O, so a bad argument never leaves a half-written
 //! lock behind.
 //!
-//! The bindings pass numbers as they received them (seconds in Python and the
-//! CLI, milliseconds in Node); `Unit` names the argument in the face's own
-//! spelling so the message points at what the user wrote.
+//! A face hands over a lock's options as it received them ([`LockArgs`]:
+//! numbers in its own [`Unit`], seconds in Python and the CLI, milliseconds in
+//! Node) and gets them back checked. An error names the option at fault as an
+//! [`Opt`], which each face spells its own way, so the message points at what
+//! the user wrote.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Opt, Result};
 
 /// Default lease.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -93,43 +95,11 @@ impl LockOptions {
         self
     }
 
-    /// `queue_after` from a face's raw number (seconds or milliseconds),
-    /// checked: 0 (queue at once) up to a year. None keeps the default.
-    pub fn queue_after_in(self, wait: Option<f64>, unit: Unit) -> Result<Self> {
-        match wait {
-            None => Ok(self),
-            Some(w) => Ok(self.queue_after(span(unit.arg("queue_after"), w, unit)?)),
-        }
-    }
-
-    /// Options from a face's raw numbers (seconds or milliseconds), checked.
-    pub fn parse(
-        ttl: Option<f64>,
-        auto_renew: bool,
-        max_hold: Option<f64>,
-        unit: Unit,
-    ) -> Result<Self> {
-        let ttl = match ttl {
-            Some(t) => lease(unit.arg("ttl"), t, unit)?,
-            None => DEFAULT_TTL,
-        };
-        let max_hold = max_hold
-            .map(|m| lease(unit.arg("max_hold"), m, unit))
-            .transpose()?;
-        Ok(LockOptions {
-            ttl,
-            auto_renew,
-            max_hold,
-            sync_replicas: None,
-            fair: false,
-            queue_after: QUEUE_AFTER,
-        })
-    }
-
+    /// Options given directly in Rust: the same rules as [`LockArgs::check`].
     pub(crate) fn check(&self) -> Result<()> {
-        lease_duration("ttl", self.ttl)?;
+        lease_duration(Opt::Ttl, self.ttl)?;
         if let Some(m) = self.max_hold {
-            lease_duration("max_hold", m)?;
+            lease_duration(Opt::MaxHold, m)?;
         }
         if let Some(k) = self.sync_replicas {
             replicas(k)?;
@@ -140,6 +110,83 @@ impl LockOptions {
     /// The lease a fresh acquisition asks for: never beyond `max_hold`.
     pub(crate) fn first_lease(&self) -> Duration {
         self.max_hold.map_or(self.ttl, |m| self.ttl.min(m))
+    }
+}
+
+/// A lock's options as a face received them, before any check: numbers as
+/// given, in `unit`; `None` leaves an option at its default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LockArgs {
+    pub unit: Unit,
+    /// The lease ([`LockOptions::ttl`]).
+    pub ttl: Option<f64>,
+    /// How long an acquisition waits: `None` forever, 0 one attempt.
+    pub timeout: Option<f64>,
+    /// `false`: an acquisition makes exactly one attempt, whatever `timeout`.
+    pub blocking: bool,
+    pub auto_renew: bool,
+    pub max_hold: Option<f64>,
+    /// A count of replicas, as a number: the check makes it a whole one.
+    pub sync_replicas: Option<f64>,
+    pub fair: bool,
+    pub queue_after: Option<f64>,
+}
+
+impl LockArgs {
+    /// Every option at its default, numbers counted in `unit`.
+    pub fn new(unit: Unit) -> Self {
+        let defaults = LockOptions::default();
+        LockArgs {
+            unit,
+            ttl: None,
+            timeout: None,
+            blocking: true,
+            auto_renew: defaults.auto_renew,
+            max_hold: None,
+            sync_replicas: None,
+            fair: defaults.fair,
+            queue_after: None,
+        }
+    }
+
+    /// The options checked: how the lock is held, and how long its
+    /// acquisitions wait.
+    pub fn check(&self) -> Result<(LockOptions, Wait)> {
+        let unit = self.unit;
+        let options = LockOptions {
+            ttl: match self.ttl {
+                Some(t) => lease(Opt::Ttl, t, unit)?,
+                None => DEFAULT_TTL,
+            },
+            auto_renew: self.auto_renew,
+            max_hold: self
+                .max_hold
+                .map(|m| lease(Opt::MaxHold, m, unit))
+                .transpose()?,
+            sync_replicas: self.sync_replicas.map(replica_count).transpose()?,
+            fair: self.fair,
+            queue_after: match self.queue_after {
+                Some(q) => option_span(Opt::QueueAfter, q, unit)?,
+                None => QUEUE_AFTER,
+            },
+        };
+        Ok((options, self.wait()?))
+    }
+
+    /// The wait alone (a face's `acquire()` may override `blocking` and
+    /// `timeout`): not blocking is one attempt, no timeout is forever;
+    /// negative, NaN and infinite timeouts are refused.
+    pub fn wait(&self) -> Result<Wait> {
+        let timeout = self
+            .timeout
+            .map(|t| option_span(Opt::Timeout, t, self.unit))
+            .transpose()?;
+        Ok(match (self.blocking, timeout) {
+            (false, _) => Wait::Once,
+            (true, None) => Wait::Forever,
+            (true, Some(d)) if d.is_zero() => Wait::Once,
+            (true, Some(d)) => Wait::For(d),
+        })
     }
 }
 
@@ -155,20 +202,6 @@ pub enum Wait {
 }
 
 impl Wait {
-    /// A wait from a face's raw arguments: `blocking=false` is one attempt,
-    /// no timeout is forever; negative, NaN and infinite timeouts are refused.
-    pub fn parse(blocking: bool, timeout: Option<f64>, unit: Unit) -> Result<Self> {
-        let timeout = timeout
-            .map(|t| span(unit.arg("timeout"), t, unit))
-            .transpose()?;
-        Ok(match (blocking, timeout) {
-            (false, _) => Wait::Once,
-            (true, None) => Wait::Forever,
-            (true, Some(d)) if d.is_zero() => Wait::Once,
-            (true, Some(d)) => Wait::For(d),
-        })
-    }
-
     /// None: no end (a span too long to count is as good as forever).
     pub(crate) fn deadline(self, start: Instant) -> Option<Instant> {
         match self {
@@ -197,79 +230,97 @@ impl Unit {
             Unit::Millis => Duration::from_secs_f64(value / 1000.0),
         }
     }
-
-    /// The argument's name in the face's spelling (`ttl` / `ttlMs`).
-    pub fn arg(self, name: &'static str) -> &'static str {
-        match (self, name) {
-            (Unit::Seconds, n) => n,
-            (Unit::Millis, "ttl") => "ttlMs",
-            (Unit::Millis, "max_hold") => "maxHoldMs",
-            (Unit::Millis, "timeout") => "timeoutMs",
-            (Unit::Millis, "queue_after") => "queueAfterMs",
-            (Unit::Millis, n) => n,
-        }
-    }
 }
 
 /// A lease (ttl): finite, above zero, at most a year, at least one millisecond
 /// once rounded (Redis leases are whole milliseconds).
-pub fn lease(arg: &str, value: f64, unit: Unit) -> Result<Duration> {
+pub fn lease(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
     if !value.is_finite() || value <= 0.0 {
-        return Err(Error::invalid(format!(
-            "{arg} must be a finite number above 0, got {value}"
-        )));
+        return Err(Error::invalid_option(
+            option,
+            format!("must be a finite number above 0, got {value}"),
+        ));
     }
-    let d = bounded(arg, value, unit)?;
+    let d = bounded(value, unit).map_err(|problem| Error::invalid_option(option, problem))?;
     if d < Duration::from_millis(1) {
-        return Err(Error::invalid(format!(
-            "{arg} must be at least 1 millisecond, got {value}"
-        )));
+        return Err(Error::invalid_option(
+            option,
+            format!("must be at least 1 millisecond, got {value}"),
+        ));
     }
     Ok(d)
 }
 
-/// A wait or hold bound: finite, zero or above, at most a year.
-pub fn span(arg: &str, value: f64, unit: Unit) -> Result<Duration> {
-    if value.is_nan() || value < 0.0 {
-        return Err(Error::invalid(format!(
-            "{arg} must be a number of 0 or more, got {value}"
-        )));
+/// An option that is a wait or a hold bound: see [`span`].
+fn option_span(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
+    // Only a timeout has "forever" for its unset value.
+    if option == Opt::Timeout && value == f64::INFINITY {
+        return Err(Error::invalid_option(
+            option,
+            format!("must be finite (leave it unset to wait forever), got {value}"),
+        ));
     }
-    if value.is_infinite() {
-        // Only a timeout has "forever" for its unset value.
-        let hint = if arg.starts_with("timeout") {
-            " (leave it unset to wait forever)"
-        } else {
-            ""
-        };
-        return Err(Error::invalid(format!(
-            "{arg} must be finite{hint}, got {value}"
-        )));
-    }
-    bounded(arg, value, unit)
+    span(value, unit).map_err(|problem| Error::invalid_option(option, problem))
 }
 
-fn bounded(arg: &str, value: f64, unit: Unit) -> Result<Duration> {
+/// A wait or hold bound: finite, zero or above, at most a year. `Err` says
+/// what is wrong, to follow the argument's name: this check serves a face's
+/// own arguments too (the CLI's `--grace`).
+pub fn span(value: f64, unit: Unit) -> std::result::Result<Duration, String> {
+    if value.is_nan() || value < 0.0 {
+        return Err(format!("must be a number of 0 or more, got {value}"));
+    }
+    if value.is_infinite() {
+        return Err(format!("must be finite, got {value}"));
+    }
+    bounded(value, unit)
+}
+
+fn bounded(value: f64, unit: Unit) -> std::result::Result<Duration, String> {
     let limit = match unit {
         Unit::Seconds => MAX_DURATION.as_secs_f64(),
         Unit::Millis => MAX_DURATION.as_secs_f64() * 1000.0,
     };
     if value > limit {
-        return Err(Error::invalid(format!(
-            "{arg} must be at most one year, got {value}"
-        )));
+        return Err(format!("must be at most one year, got {value}"));
     }
     Ok(unit.to_duration(value))
 }
 
 /// A duration given directly in Rust: the same rules as [`lease`].
-pub(crate) fn lease_duration(arg: &str, d: Duration) -> Result<Duration> {
+pub(crate) fn lease_duration(option: Opt, d: Duration) -> Result<Duration> {
     if d < Duration::from_millis(1) || d > MAX_DURATION {
-        return Err(Error::invalid(format!(
-            "{arg} must be between 1 ms and one year, got {d:?}"
-        )));
+        return Err(Error::invalid_option(
+            option,
+            format!("must be between 1 ms and one year, got {d:?}"),
+        ));
     }
     Ok(d)
+}
+
+/// A replica count as a face's number: a whole one, 1 to 100.
+fn replica_count(k: f64) -> Result<u32> {
+    // NaN and the infinities have no whole part either.
+    if k.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&k) {
+        return Err(Error::invalid_option(
+            Opt::SyncReplicas,
+            format!("must be a whole number of replicas (1 or more), got {k}"),
+        ));
+    }
+    let n = k as u32;
+    replicas(n)?;
+    Ok(n)
+}
+
+/// A replica count for `sync_replicas`: 1 to 100 (0 would wait for nothing).
+fn replicas(k: u32) -> Result<()> {
+    if k == 0 || k > 100 {
+        return Err(Error::invalid_option(
+            Opt::SyncReplicas,
+            format!("must be between 1 and 100, got {k}"),
+        ));
+    }
+    Ok(())
 }
 
 /// A lock name: not empty, not absurdly long, and not starting with `}` (that
@@ -289,16 +340,6 @@ pub fn name(name: &str) -> Result<()> {
         return Err(Error::invalid(
             "lock name must not start with '}' (the key's {NAME} hash tag would be empty)",
         ));
-    }
-    Ok(())
-}
-
-/// A replica count for `sync_replicas`: 1 to 100 (0 would wait for nothing).
-pub fn replicas(k: u32) -> Result<()> {
-    if k == 0 || k > 100 {
-        return Err(Error::invalid(format!(
-            "sync_replicas must be between 1 and 100, got {k}"
-        )));
     }
     Ok(())
 }
@@ -329,30 +370,42 @@ mod tests {
     #[test]
     fn leases_outside_the_sane_range_are_refused() {
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e12, 0.0000001] {
-            assert!(lease("ttl", bad, Unit::Seconds).is_err(), "{bad}");
+            assert!(lease(Opt::Ttl, bad, Unit::Seconds).is_err(), "{bad}");
         }
         assert_eq!(
-            lease("ttlMs", 1500.0, Unit::Millis).unwrap(),
+            lease(Opt::Ttl, 1500.0, Unit::Millis).unwrap(),
             Duration::from_millis(1500)
         );
     }
 
     #[test]
     fn spans_accept_zero_and_refuse_negative_nan_and_infinite() {
-        assert_eq!(span("timeout", 0.0, Unit::Seconds).unwrap(), Duration::ZERO);
+        assert_eq!(span(0.0, Unit::Seconds).unwrap(), Duration::ZERO);
         for bad in [-0.1, f64::NAN, f64::INFINITY, 1e300] {
-            assert!(span("timeout", bad, Unit::Seconds).is_err(), "{bad}");
+            assert!(span(bad, Unit::Seconds).is_err(), "{bad}");
         }
-        let timeout = span("timeoutMs", f64::INFINITY, Unit::Millis).unwrap_err();
+        let timeout = option_span(Opt::Timeout, f64::INFINITY, Unit::Millis).unwrap_err();
         assert!(
             timeout.to_string().contains("unset to wait forever"),
             "{timeout}"
         );
-        let queue_after = span("queue_after", f64::INFINITY, Unit::Seconds).unwrap_err();
+        let queue_after = option_span(Opt::QueueAfter, f64::INFINITY, Unit::Seconds).unwrap_err();
         assert!(
             !queue_after.to_string().contains("forever"),
             "{queue_after}"
         );
+    }
+
+    #[test]
+    fn replica_counts_are_whole_numbers_from_1_to_100() {
+        assert_eq!(replica_count(3.0).unwrap(), 3);
+        for bad in [0.0, -1.0, 1.5, 101.0, f64::NAN, f64::INFINITY, 1e20] {
+            let err = replica_count(bad).unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidArgument(i) if i.option == Some(Opt::SyncReplicas)),
+                "{bad}: {err:?}"
+            );
+        }
     }
 
     #[test]

@@ -3,11 +3,19 @@
 
 use std::time::{Duration, Instant};
 
-use rlock_core::{validate, Client, ClientOptions, Error, LockOptions, Unit, Wait};
+use rlock_core::{validate, Client, ClientOptions, Error, LockArgs, LockOptions, Opt, Unit, Wait};
 use rlock_test_support::RedisServer;
 
 fn is_invalid<T: std::fmt::Debug>(r: Result<T, Error>) -> bool {
     matches!(r, Err(Error::InvalidArgument(_)))
+}
+
+/// The option the check of `args` refused, if it refused one.
+fn refused(args: LockArgs) -> Option<Opt> {
+    match args.check() {
+        Err(Error::InvalidArgument(invalid)) => invalid.option,
+        _ => None,
+    }
 }
 
 #[tokio::test]
@@ -22,75 +30,99 @@ async fn every_bad_argument_is_refused_before_any_io() {
         client.lock(&"x".repeat(validate::MAX_NAME_BYTES + 1))
     ));
     assert!(!is_invalid(client.lock(&"x".repeat(64 * 1024))));
+    let seconds = LockArgs::new(Unit::Seconds);
+    let millis = LockArgs::new(Unit::Millis);
     for ttl in [0.0, -1.0, f64::NAN, f64::INFINITY, 400.0 * 24.0 * 3600.0] {
-        assert!(
-            is_invalid(LockOptions::parse(Some(ttl), true, None, Unit::Seconds)),
+        assert_eq!(
+            refused(LockArgs {
+                ttl: Some(ttl),
+                ..seconds
+            }),
+            Some(Opt::Ttl),
             "ttl {ttl}"
         );
-        assert!(
-            is_invalid(LockOptions::parse(
-                Some(ttl * 1000.0),
-                true,
-                None,
-                Unit::Millis
-            )),
-            "ttlMs {ttl}"
+        assert_eq!(
+            refused(LockArgs {
+                ttl: Some(ttl * 1000.0),
+                ..millis
+            }),
+            Some(Opt::Ttl),
+            "ttl {ttl} s in milliseconds"
         );
     }
     for max_hold in [0.0, -5.0, f64::NAN] {
-        assert!(is_invalid(LockOptions::parse(
-            None,
-            true,
-            Some(max_hold),
-            Unit::Seconds
-        )));
+        let args = LockArgs {
+            max_hold: Some(max_hold),
+            ..seconds
+        };
+        assert_eq!(refused(args), Some(Opt::MaxHold), "max_hold {max_hold}");
     }
     for timeout in [-0.001, f64::NAN, f64::NEG_INFINITY, f64::INFINITY] {
-        assert!(
-            is_invalid(Wait::parse(true, Some(timeout), Unit::Seconds)),
-            "timeout {timeout}"
+        let args = LockArgs {
+            timeout: Some(timeout),
+            ..seconds
+        };
+        assert_eq!(refused(args), Some(Opt::Timeout), "timeout {timeout}");
+    }
+    for replicas in [0.0, -1.0, 1.5, 101.0, f64::NAN] {
+        let args = LockArgs {
+            sync_replicas: Some(replicas),
+            ..millis
+        };
+        assert_eq!(
+            refused(args),
+            Some(Opt::SyncReplicas),
+            "sync_replicas {replicas}"
         );
     }
     for queue_after in [-0.001, f64::NAN, f64::INFINITY, 400.0 * 24.0 * 3600.0] {
-        let options = LockOptions::default();
-        assert!(
-            is_invalid(
-                options
-                    .clone()
-                    .queue_after_in(Some(queue_after), Unit::Seconds)
-            ),
+        assert_eq!(
+            refused(LockArgs {
+                queue_after: Some(queue_after),
+                ..seconds
+            }),
+            Some(Opt::QueueAfter),
             "queue_after {queue_after}"
         );
-        let err = options
-            .queue_after_in(Some(queue_after * 1000.0), Unit::Millis)
-            .unwrap_err();
-        assert!(err.to_string().contains("queueAfterMs"), "{err}");
+        let err = LockArgs {
+            queue_after: Some(queue_after * 1000.0),
+            ..millis
+        }
+        .check()
+        .unwrap_err();
+        // The message names the option; each face spells it its own way.
+        assert!(err.to_string().contains("queue_after"), "{err}");
+        let Error::InvalidArgument(invalid) = err else {
+            panic!("{err:?}")
+        };
+        let spelled = invalid.spelled(|_| "queueAfterMs");
+        assert!(spelled.starts_with("queueAfterMs must be"), "{spelled}");
     }
-    let options = LockOptions::default();
     assert_eq!(
-        options.clone().queue_after_in(None, Unit::Seconds).unwrap(),
-        options,
-        "unset: the default"
+        seconds.check().unwrap(),
+        (LockOptions::default(), Wait::Forever),
+        "unset: the defaults"
     );
-    assert_eq!(
-        options
-            .queue_after_in(Some(250.0), Unit::Millis)
-            .unwrap()
-            .queue_after,
-        Duration::from_millis(250)
-    );
-    assert_eq!(
-        Wait::parse(true, None, Unit::Seconds).unwrap(),
-        Wait::Forever
-    );
-    assert_eq!(
-        Wait::parse(false, Some(5.0), Unit::Seconds).unwrap(),
-        Wait::Once
-    );
-    assert_eq!(
-        Wait::parse(true, Some(0.0), Unit::Millis).unwrap(),
-        Wait::Once
-    );
+    let (options, _) = LockArgs {
+        queue_after: Some(250.0),
+        sync_replicas: Some(2.0),
+        ..millis
+    }
+    .check()
+    .unwrap();
+    assert_eq!(options.queue_after, Duration::from_millis(250));
+    assert_eq!(options.sync_replicas, Some(2));
+    let not_blocking = LockArgs {
+        blocking: false,
+        timeout: Some(5.0),
+        ..seconds
+    };
+    assert_eq!(not_blocking.wait().unwrap(), Wait::Once);
+    let no_wait = LockArgs {
+        timeout: Some(0.0),
+        ..millis
+    };
+    assert_eq!(no_wait.wait().unwrap(), Wait::Once);
     assert!(is_invalid(
         client.lock_with("x", LockOptions::default().ttl(Duration::ZERO))
     ));

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{Buffer, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use rlock_core::{validate, Client, ClientOptions, Error, LockOptions, Unit, Wait};
+use rlock_core::{Client, ClientOptions};
 
 use crate::error::{ErrorFactory, Errors, Failure};
 use crate::lock::NativeLock;
+use crate::options::LockOptions;
 use crate::runtime;
 
 /// A connection to one Redis deployment, shared by the locks made from it.
@@ -52,57 +53,13 @@ impl NativeClient {
     /// A lock owned by a new handle. Every option is checked here, before
     /// any I/O, so bad options throw at `client.lock()`.
     #[napi(catch_unwind)]
-    #[allow(clippy::too_many_arguments)] // the face's options, one each
-    pub fn lock(
-        &self,
-        env: &Env,
-        name: String,
-        ttl_ms: Option<f64>,
-        auto_renew: bool,
-        max_hold_ms: Option<f64>,
-        timeout_ms: Option<f64>,
-        sync_replicas: Option<f64>,
-        fair: bool,
-        queue_after_ms: Option<f64>,
-    ) -> napi::Result<NativeLock> {
-        self.make_lock(
-            &name,
-            ttl_ms,
-            auto_renew,
-            max_hold_ms,
-            timeout_ms,
-            sync_replicas,
-            fair,
-            queue_after_ms,
-        )
-        .map_err(|f| self.errors.to_js(env, f))
-    }
-
-    #[allow(clippy::too_many_arguments)] // the face's options, one each
-    fn make_lock(
-        &self,
-        name: &str,
-        ttl_ms: Option<f64>,
-        auto_renew: bool,
-        max_hold_ms: Option<f64>,
-        timeout_ms: Option<f64>,
-        sync_replicas: Option<f64>,
-        fair: bool,
-        queue_after_ms: Option<f64>,
-    ) -> Result<NativeLock, Failure> {
-        let replicas = sync_replicas
-            .map(replica_count)
-            .transpose()
-            .map_err(Failure::OutOfRange)?;
-        let options = LockOptions::parse(ttl_ms, auto_renew, max_hold_ms, Unit::Millis)
-            .map_err(Failure::OutOfRange)?
-            .sync_replicas(replicas)
-            .fair(fair)
-            .queue_after_in(queue_after_ms, Unit::Millis)
-            .map_err(Failure::OutOfRange)?;
-        let wait = Wait::parse(true, timeout_ms, Unit::Millis).map_err(Failure::OutOfRange)?;
-        let lock = self.inner.lock_with(name, options)?;
-        Ok(NativeLock::new(lock, wait, self.errors.clone()))
+    pub fn lock(&self, env: &Env, name: String, options: LockOptions) -> napi::Result<NativeLock> {
+        let made = || -> Result<NativeLock, Failure> {
+            let (options, wait) = options.args()?.check()?;
+            let lock = self.inner.lock_with(&name, options)?;
+            Ok(NativeLock::new(lock, wait, self.errors.clone()))
+        };
+        made().map_err(|f| self.errors.to_js(env, f))
     }
 
     /// Closes the client (see the core's `Client::close`): held locks are
@@ -121,19 +78,4 @@ impl NativeClient {
             |()| (),
         )
     }
-}
-
-/// A JS number as a replica count: a whole number, its range checked by the
-/// core.
-fn replica_count(k: f64) -> rlock_core::Result<u32> {
-    if k.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&k) {
-        return Err(Error::InvalidArgument(format!(
-            "syncReplicas must be a whole number of replicas (1 or more), got {k}"
-        )));
-    }
-    let n = k as u32;
-    validate::replicas(n).map_err(|_| {
-        Error::InvalidArgument(format!("syncReplicas must be between 1 and 100, got {k}"))
-    })?;
-    Ok(n)
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::{FnArgs, FunctionRef, Unknown};
 use napi::Env;
+use rlock_core::Opt;
 
 /// `makeError(category, message, reason)` from `node/index.js`.
 pub type ErrorFactory = FunctionRef<FnArgs<ErrorParts>, Unknown<'static>>;
@@ -19,12 +20,33 @@ type ErrorParts = (&'static str, String, Option<&'static str>);
 pub enum Failure {
     /// Any core error; its category picks the JS class.
     Core(rlock_core::Error),
-    /// A number out of its range (`ttlMs` ≤ 0, NaN, …): a `RangeError` in JS,
-    /// where other bad input is a `TypeError`.
-    OutOfRange(rlock_core::Error),
+    /// An option of another type than its own (the core is only ever handed
+    /// the right ones): a `TypeError` naming it.
+    WrongType {
+        option: Opt,
+        expected: &'static str,
+        /// What `typeof` says the value given is (never the value: messages
+        /// never echo what the caller passed).
+        got: &'static str,
+    },
     /// The wait was cancelled through its `AbortSignal`; the JS face rejects
     /// with the signal's own reason instead.
     Aborted,
+}
+
+/// A lock option as the JS face names it (`LockOptions` of `index.d.ts`).
+fn option_name(option: Opt) -> &'static str {
+    match option {
+        Opt::Ttl => "ttlMs",
+        Opt::Timeout => "timeoutMs",
+        // No such option in JS: a `timeoutMs` of 0 is one attempt.
+        Opt::Blocking => "blocking",
+        Opt::AutoRenew => "autoRenew",
+        Opt::MaxHold => "maxHoldMs",
+        Opt::SyncReplicas => "syncReplicas",
+        Opt::Fair => "fair",
+        Opt::QueueAfter => "queueAfterMs",
+    }
 }
 
 impl From<rlock_core::Error> for Failure {
@@ -38,9 +60,24 @@ impl Failure {
     fn parts(self) -> ErrorParts {
         use rlock_core::Error;
         match self {
-            Failure::Core(Error::InvalidArgument(m)) => ("bad input", m, None),
-            Failure::OutOfRange(Error::InvalidArgument(m)) => ("out of range", m, None),
-            Failure::Core(e) | Failure::OutOfRange(e) => {
+            // A value out of its option's range (`ttlMs` ≤ 0, NaN, …) is a
+            // `RangeError`; any other bad input a `TypeError`.
+            Failure::Core(Error::InvalidArgument(invalid)) => {
+                let category = match invalid.option {
+                    Some(_) => "out of range",
+                    None => "bad input",
+                };
+                (category, invalid.spelled(option_name), None)
+            }
+            Failure::WrongType {
+                option,
+                expected,
+                got,
+            } => {
+                let message = format!("{} must be {expected}, got {got}", option_name(option));
+                ("bad input", message, None)
+            }
+            Failure::Core(e) => {
                 let reason = match &e {
                     Error::NotOwned { reason, .. } => Some(reason.as_str()),
                     Error::Lost { reason, .. } => Some(reason.as_str()),

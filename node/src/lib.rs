@@ -10,4 +10,5 @@
 mod client;
 mod error;
 mod lock;
+mod options;
 mod runtime;

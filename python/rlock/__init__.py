@@ -25,9 +25,26 @@ import os
 import threading
 import weakref
 from types import TracebackType
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypedDict,
+    TypeVar,
+    Union,
+    cast,
+)
 
 from . import _native
+
+if TYPE_CHECKING:
+    # For the type checker only: no runtime dependency on typing_extensions.
+    from typing_extensions import Unpack
 
 __all__ = [
     "AsyncClient",
@@ -36,6 +53,7 @@ __all__ = [
     "ClientClosed",
     "ConnectionError",
     "Lock",
+    "LockArguments",
     "LockError",
     "LockLost",
     "LockNotOwned",
@@ -145,6 +163,38 @@ def _note(exc: BaseException, error: LockError) -> None:
     add_note = getattr(exc, "add_note", None)
     if add_note is not None:
         add_note(f"rlock: {error}")
+
+
+# --------------------------------------------------------------------------
+# A lock's options: declared, with their defaults, by the native LockSpec()
+# (python/src/lock.rs); typed here for every function that takes them.
+
+
+class LockArguments(TypedDict, total=False):
+    """The keyword arguments of ``Client.lock()`` and every function like it.
+
+    ttl: the lease in seconds, renewed every ttl/3 while held (auto_renew).
+    timeout: how long acquire() and ``with`` wait; None waits forever.
+    blocking: False makes acquire() and ``with`` try exactly once.
+    auto_renew: renew the lease while held (the watchdog).
+    max_hold: cap on the total hold time; the lease is not renewed beyond it.
+    sync_replicas: after each acquisition and each extend(), wait (``WAIT``)
+    until this many replicas have it; an acquisition fewer acknowledged is
+    undone and retried, so a wait that ends that way is a timeout.
+    fair: waiters queue in Redis and each release hands the lock to the
+    next one in line (first come, first served; nobody barges in).
+    queue_after: when not fair, seconds a waiter competes for releases
+    before it takes a place in that line (None: 0.01; 0: at once).
+    """
+
+    ttl: float
+    timeout: Optional[float]
+    blocking: bool
+    auto_renew: bool
+    max_hold: Optional[float]
+    sync_replicas: Optional[int]
+    fair: bool
+    queue_after: Optional[float]
 
 
 # --------------------------------------------------------------------------
@@ -378,36 +428,9 @@ class Client(_ClientBase):
 
     __slots__ = ()
 
-    def lock(
-        self,
-        name: str,
-        *,
-        ttl: float = 30.0,
-        timeout: Optional[float] = None,
-        blocking: bool = True,
-        auto_renew: bool = True,
-        max_hold: Optional[float] = None,
-        sync_replicas: Optional[int] = None,
-        fair: bool = False,
-        queue_after: Optional[float] = None,
-    ) -> Lock:
-        """A lock on ``name``.
-
-        ttl: the lease in seconds, renewed every ttl/3 while held (auto_renew).
-        timeout: how long acquire() and ``with`` wait; None waits forever.
-        blocking: False makes acquire() and ``with`` try exactly once.
-        max_hold: cap on the total hold time; the lease is not renewed beyond it.
-        sync_replicas: after each acquisition and each extend(), wait (``WAIT``)
-        until this many replicas have it; an acquisition fewer acknowledged is
-        undone and retried, so a wait that ends that way is a timeout.
-        fair: waiters queue in Redis and each release hands the lock to the
-        next one in line (first come, first served; nobody barges in).
-        queue_after: when not fair, seconds a waiter competes for releases
-        before it takes a place in that line (None: 0.01; 0: at once).
-        """
-        spec = _native.LockSpec(
-            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair, queue_after
-        )
+    def lock(self, name: str, **options: Unpack[LockArguments]) -> Lock:
+        """A lock on ``name``, made to ``options`` (see LockArguments)."""
+        spec = _native.LockSpec(name, **options)
         return Lock(self._native.lock(spec))
 
     def __enter__(self) -> Client:
@@ -427,23 +450,9 @@ class AsyncClient(_ClientBase):
 
     __slots__ = ()
 
-    def lock(
-        self,
-        name: str,
-        *,
-        ttl: float = 30.0,
-        timeout: Optional[float] = None,
-        blocking: bool = True,
-        auto_renew: bool = True,
-        max_hold: Optional[float] = None,
-        sync_replicas: Optional[int] = None,
-        fair: bool = False,
-        queue_after: Optional[float] = None,
-    ) -> AsyncLock:
+    def lock(self, name: str, **options: Unpack[LockArguments]) -> AsyncLock:
         """A lock on ``name``; the arguments are those of Client.lock()."""
-        spec = _native.LockSpec(
-            name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair, queue_after
-        )
+        spec = _native.LockSpec(name, **options)
         return AsyncLock(self._native.lock(spec))
 
     async def aclose(self) -> None:
@@ -479,53 +488,19 @@ def _default_client() -> Client:
     return _default
 
 
-def lock(
-    name: str,
-    *,
-    ttl: float = 30.0,
-    timeout: Optional[float] = None,
-    blocking: bool = True,
-    auto_renew: bool = True,
-    max_hold: Optional[float] = None,
-    sync_replicas: Optional[int] = None,
-    fair: bool = False,
-    queue_after: Optional[float] = None,
-) -> Lock:
+def lock(name: str, **options: Unpack[LockArguments]) -> Lock:
     """A lock from the default client (``$REDIS_URL``, else
     ``redis://127.0.0.1:6379``, created on first use); arguments as Client.lock()."""
-    return _default_client().lock(
-        name,
-        ttl=ttl,
-        timeout=timeout,
-        blocking=blocking,
-        auto_renew=auto_renew,
-        max_hold=max_hold,
-        sync_replicas=sync_replicas,
-        fair=fair,
-        queue_after=queue_after,
-    )
+    return _default_client().lock(name, **options)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def synchronized(
-    name: str,
-    *,
-    ttl: float = 30.0,
-    timeout: Optional[float] = None,
-    blocking: bool = True,
-    auto_renew: bool = True,
-    max_hold: Optional[float] = None,
-    sync_replicas: Optional[int] = None,
-    fair: bool = False,
-    queue_after: Optional[float] = None,
-) -> Callable[[_F], _F]:
+def synchronized(name: str, **options: Unpack[LockArguments]) -> Callable[[_F], _F]:
     """Runs each call of the decorated function (sync or async) under the lock
     ``name`` of the default client; arguments as Client.lock(), checked here."""
-    spec = _native.LockSpec(
-        name, ttl, timeout, blocking, auto_renew, max_hold, sync_replicas, fair, queue_after
-    )
+    spec = _native.LockSpec(name, **options)
 
     def decorate(fn: _F) -> _F:
         made: List[Lock] = []

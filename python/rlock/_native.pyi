@@ -28,6 +28,7 @@ class LockSpec:
     def __init__(
         self,
         name: str,
+        *,
         ttl: float = 30.0,
         timeout: Optional[float] = None,
         blocking: bool = True,

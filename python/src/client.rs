@@ -141,9 +141,7 @@ impl Client {
         let urls = urls.unwrap_or_else(|| vec![CoreClient::default_url()]);
         let checked = || -> rlock_core::Result<String> {
             if urls.is_empty() {
-                return Err(Error::InvalidArgument(
-                    "at least one Redis URL is needed".to_owned(),
-                ));
+                return Err(Error::invalid("at least one Redis URL is needed"));
             }
             validate::prefix(&prefix)?;
             let shown = urls

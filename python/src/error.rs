@@ -1,4 +1,4 @@
-//! The core's error categories as the Python exceptions of DESIGN.md's table.
+//! The core's error categories as the Python exceptions of docs/python.md's table.
 //! The exception classes are defined in `rlock/__init__.py` (two of them have
 //! two bases, which PyO3's `create_exception!` cannot express).
 
@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::IntoPyObjectExt;
-use rlock_core::Error;
+use rlock_core::{Error, Opt};
 
 /// What a native call can fail with: a core error, or a panic caught before it
 /// could reach Python as a `PanicException`.
@@ -42,7 +42,7 @@ impl Failure {
         };
         let message = e.to_string();
         match e {
-            Error::InvalidArgument(m) => PyValueError::new_err(m),
+            Error::InvalidArgument(invalid) => PyValueError::new_err(invalid.spelled(option_name)),
             Error::Timeout { name, .. } => raise(py, "LockTimeout", message, Some(&name), None),
             Error::NotOwned { name, reason } => raise(
                 py,
@@ -58,6 +58,12 @@ impl Failure {
             Error::Closed => raise(py, "ClientClosed", message, None, None),
         }
     }
+}
+
+/// A lock option as Python names it: a keyword argument of `LockSpec()`,
+/// which are the core's own names.
+fn option_name(option: Opt) -> &'static str {
+    option.name()
 }
 
 /// A core error as a Python exception.

@@ -7,7 +7,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
-use rlock_core::{validate, Error, Lock as CoreLock, LockOptions, Unit, Wait};
+use rlock_core::{
+    validate, Error, Lock as CoreLock, LockArgs, LockOptions, Opt, Unit, Wait, DEFAULT_TTL,
+};
 
 use crate::client::Shared;
 use crate::error::to_py;
@@ -44,21 +46,22 @@ fn secs(s: Option<Seconds>) -> Option<f64> {
 }
 
 /// A lock's arguments, checked once when they are given (before any I/O).
+/// The signature of `LockSpec()` is the one place the Python face declares
+/// a lock's options and their defaults.
 #[pyclass(frozen, module = "rlock._native", name = "LockSpec")]
 #[derive(Debug, Clone)]
 pub struct LockSpec {
     name: String,
-    ttl: f64,
+    /// As given: `acquire()` may override the wait's part of them.
+    args: LockArgs,
     options: LockOptions,
-    blocking: bool,
-    timeout: Option<f64>,
     wait: Wait,
 }
 
 #[pymethods]
 impl LockSpec {
     #[new]
-    #[pyo3(signature = (name, ttl=Seconds(30.0), timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false, queue_after=None))]
+    #[pyo3(signature = (name, *, ttl=Seconds(30.0), timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false, queue_after=None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each
     fn new(
         py: Python<'_>,
@@ -72,33 +75,29 @@ impl LockSpec {
         fair: bool,
         queue_after: Option<Seconds>,
     ) -> PyResult<Self> {
-        let (ttl, timeout, max_hold) = (ttl.0, secs(timeout), secs(max_hold));
-        let parse = || -> rlock_core::Result<Self> {
+        let args = LockArgs {
+            unit: Unit::Seconds,
+            ttl: Some(ttl.0),
+            timeout: secs(timeout),
+            blocking,
+            auto_renew,
+            max_hold: secs(max_hold),
+            // Beyond 2^53 the count is off by a little: refused all the same.
+            sync_replicas: sync_replicas.map(|k| k as f64),
+            fair,
+            queue_after: secs(queue_after),
+        };
+        let check = || -> rlock_core::Result<Self> {
             validate::name(&name)?;
-            let replicas = sync_replicas.map(replica_count).transpose()?;
+            let (options, wait) = args.check()?;
             Ok(LockSpec {
-                options: LockOptions::parse(Some(ttl), auto_renew, max_hold, Unit::Seconds)?
-                    .sync_replicas(replicas)
-                    .fair(fair)
-                    .queue_after_in(secs(queue_after), Unit::Seconds)?,
-                wait: Wait::parse(blocking, timeout, Unit::Seconds)?,
                 name,
-                ttl,
-                blocking,
-                timeout,
+                args,
+                options,
+                wait,
             })
         };
-        parse().map_err(|e| to_py(py, e))
-    }
-}
-
-/// A Python int as a replica count, its range checked by the core.
-fn replica_count(k: i64) -> rlock_core::Result<u32> {
-    match u32::try_from(k) {
-        Ok(n) => validate::replicas(n).map(|()| n),
-        Err(_) => Err(Error::InvalidArgument(format!(
-            "sync_replicas must be a number of replicas (1 or more), got {k}"
-        ))),
+        check().map_err(|e| to_py(py, e))
     }
 }
 
@@ -108,11 +107,12 @@ impl LockSpec {
         if blocking.is_none() && timeout.is_none() {
             return Ok(self.wait);
         }
-        Wait::parse(
-            blocking.unwrap_or(self.blocking),
-            timeout.or(self.timeout),
-            Unit::Seconds,
-        )
+        LockArgs {
+            blocking: blocking.unwrap_or(self.args.blocking),
+            timeout: timeout.or(self.args.timeout),
+            ..self.args
+        }
+        .wait()
     }
 }
 
@@ -204,7 +204,7 @@ impl Lock {
         ttl: Option<f64>,
     ) -> rlock_core::Result<impl Future<Output = rlock_core::Result<()>> + Send + 'static> {
         let ttl = ttl
-            .map(|t| validate::lease("ttl", t, Unit::Seconds))
+            .map(|t| validate::lease(Opt::Ttl, t, Unit::Seconds))
             .transpose()?;
         let lock = self.owned_by(unit);
         Ok(async move { lock.await?.extend(ttl).await })
@@ -250,17 +250,18 @@ impl Lock {
 
     #[getter]
     fn ttl(&self) -> f64 {
-        self.spec.ttl
+        // Always given: `LockSpec()` has a default for it.
+        self.spec.args.ttl.unwrap_or(DEFAULT_TTL.as_secs_f64())
     }
 
     #[getter]
     fn timeout(&self) -> Option<f64> {
-        self.spec.timeout
+        self.spec.args.timeout
     }
 
     #[getter]
     fn blocking(&self) -> bool {
-        self.spec.blocking
+        self.spec.args.blocking
     }
 
     #[getter]

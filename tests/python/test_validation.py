@@ -222,7 +222,7 @@ def test_wrong_password_is_a_ConnectionError_that_never_shows_it() -> None:
         assert "wrong-hunter2" not in shown
         good = rlock.Client(f"redis://:right-password@127.0.0.1:{guarded.port}")
         with good.lock("x") as held:
-            assert held.fencing_token == 1
+            assert held.fencing_token is not None and held.fencing_token >= 1
         assert "right-password" not in repr(good)
     finally:
         guarded.stop()
