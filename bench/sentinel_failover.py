@@ -37,19 +37,14 @@ on exit, also on Ctrl-C or failure.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import redis
-from rlock_test_support.servers import free_port
+from rlock_test_support.servers import RedisServer, Sentinel
 from rlock_test_support.waiting import wait_until
 
 import rlock
@@ -58,6 +53,14 @@ SERVICE = "rlockmaster"
 TTL = 30.0
 REPL_PASSWORD = "replication-only"
 LINK_DOWN_FOR = 0.5
+# No persistence (RedisServer's default): a killed server comes back empty,
+# as a fresh node would. Diskless sync without its 5 s delay: one replica
+# here. Replicas log in as the user `repl`, so that turning that user off on
+# a primary cuts its replication link (and keeps it cut) while clients and
+# sentinels still reach it.
+DATA = ("--repl-diskless-sync-delay", "0",
+        "--user", "repl", "on", f">{REPL_PASSWORD}", "~*", "&*", "+@all",
+        "--masteruser", "repl", "--masterauth", REPL_PASSWORD)
 
 
 def quietly(f: Callable[[], bool]) -> Callable[[], bool]:
@@ -70,89 +73,47 @@ def quietly(f: Callable[[], bool]) -> Callable[[], bool]:
     return run
 
 
-class Server:
-    """A redis-server on a fixed port; `start()` again brings it back empty,
-    in the role its arguments give it. (rlock_test_support's RedisServer comes
-    back with the arguments and the files it had: a returning primary must
-    come back as the new primary's replica, without the RDB file it may have
-    written while it was a replica itself.)"""
+def conn(s: RedisServer) -> "redis.Redis[str]":
+    """A client whose every call ends within 2 s, so that a condition polled
+    by wait_until cannot hold it past its deadline."""
+    return redis.Redis(port=s.port, decode_responses=True, socket_timeout=2)
 
-    def __init__(self, root: str, name: str, extra: List[str]) -> None:
-        self.port = free_port()
-        self.dir = os.path.join(root, name)
-        self.extra = extra
-        self.proc: Optional[subprocess.Popen[bytes]] = None
 
-    def start(self, *args: str) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
-        os.makedirs(self.dir)
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-             *self.extra, *args],
-            cwd=self.dir,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_until(quietly(lambda: bool(self.conn().ping())), 10, f"redis-server on {self.port}")
-
-    def conn(self) -> "redis.Redis[str]":
-        return redis.Redis(port=self.port, decode_responses=True, socket_timeout=2)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+def replica_of(primary: RedisServer) -> Tuple[str, ...]:
+    return (*DATA, "--replicaof", "127.0.0.1", str(primary.port))
 
 
 class Deployment:
     """A primary, a replica and three sentinels; the two data servers swap
     roles at every failover."""
 
-    def __init__(self, root: str) -> None:
-        # No persistence: a killed server comes back empty, as a fresh node
-        # would. Diskless sync without its 5 s delay: one replica here.
-        # Replicas log in as the user `repl`, so that turning that user off
-        # on a primary cuts its replication link (and keeps it cut) while
-        # clients and sentinels still reach it.
-        data = ["--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0",
-                "--user", "repl", "on", f">{REPL_PASSWORD}", "~*", "&*", "+@all",
-                "--masteruser", "repl", "--masterauth", REPL_PASSWORD]
-        self.servers = [Server(root, "a", data), Server(root, "b", data)]
-        self.sentinels = [Server(root, f"sentinel{i}", []) for i in range(3)]
-        self.primary, self.replica = self.servers
-        self.primary.start()
-        self.replica.start("--replicaof", "127.0.0.1", str(self.primary.port))
-        for s in self.sentinels:
-            os.makedirs(s.dir, exist_ok=True)
-            conf = os.path.join(s.dir, "sentinel.conf")
-            with open(conf, "w") as f:
-                f.write(
-                    f"port {s.port}\nbind 127.0.0.1\ndir {s.dir}\n"
-                    f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
-                    f"sentinel down-after-milliseconds {SERVICE} 500\n"
-                    f"sentinel failover-timeout {SERVICE} 3000\n"
-                    f"sentinel parallel-syncs {SERVICE} 1\n"
-                )
-            s.proc = subprocess.Popen(
-                ["redis-server", conf, "--sentinel"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        self.settle()
+    def __init__(self) -> None:
+        self.servers: List[RedisServer] = []
+        self.sentinels: List[Sentinel] = []
+        try:
+            self.servers.append(RedisServer(*DATA))
+            self.servers.append(RedisServer(*replica_of(self.servers[0])))
+            self.primary, self.replica = self.servers
+            for _ in range(3):
+                self.sentinels.append(Sentinel((SERVICE, "127.0.0.1", self.primary.port, 2)))
+            self.settle()
+        except BaseException:
+            self.stop()
+            raise
 
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         return f"redis+sentinel://{hosts}/{SERVICE}"
 
-    def sentinel_master(self, s: Server) -> int:
-        _, port = s.conn().execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+    def sentinel_master(self, s: Sentinel) -> int:
+        _, port = conn(s).execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
         return int(port)
 
     def calm(self) -> bool:
         """No sentinel has a failover in progress."""
         for s in self.sentinels:
-            fields = s.conn().execute_command("SENTINEL", "MASTER", SERVICE)
+            fields = conn(s).execute_command("SENTINEL", "MASTER", SERVICE)
             info = dict(zip(fields[::2], fields[1::2])) if isinstance(fields, list) else fields
             if info["flags"] != "master":
                 return False
@@ -161,7 +122,7 @@ class Deployment:
     def settled(self) -> bool:
         """Every sentinel names the primary and sees the replica healthy, and
         the replica is in sync."""
-        link = self.replica.conn().info("replication").get("master_link_status")
+        link = conn(self.replica).info("replication").get("master_link_status")
         if link != "up":
             return False
         if not self.calm():
@@ -169,7 +130,7 @@ class Deployment:
         for s in self.sentinels:
             if self.sentinel_master(s) != self.primary.port:
                 return False
-            replicas = s.conn().execute_command("SENTINEL", "REPLICAS", SERVICE)
+            replicas = conn(s).execute_command("SENTINEL", "REPLICAS", SERVICE)
             seen = [dict(zip(r[::2], r[1::2])) if isinstance(r, list) else r for r in replicas]
             if not any(
                 int(r["port"]) == self.replica.port and r["flags"] == "slave"
@@ -193,7 +154,7 @@ class Deployment:
             "Sentinel to promote the replica",
         )
         wait_until(
-            quietly(lambda: new.conn().info("replication").get("role") == "master"),
+            quietly(lambda: conn(new).info("replication").get("role") == "master"),
             30,
             "the promoted replica to act as primary",
         )
@@ -201,7 +162,7 @@ class Deployment:
         # over: a sentinel mid-failover may pick the returning, empty server.
         wait_until(quietly(self.calm), 30, "every sentinel to end the failover")
         self.primary, self.replica = new, old
-        old.start("--replicaof", "127.0.0.1", str(new.port))
+        old.restart(empty=True, extra=replica_of(new))
         self.settle()
 
     def cut_replication(self) -> threading.Timer:
@@ -209,7 +170,7 @@ class Deployment:
         LINK_DOWN_FOR seconds (the replica then reconnects within a second):
         a network blip between primary and replica. Cancel the timer once
         the primary is gone."""
-        primary = self.primary.conn()
+        primary = conn(self.primary)
         primary.execute_command("ACL", "SETUSER", "repl", "off")
         primary.execute_command("CLIENT", "KILL", "TYPE", "replica")
         restore = quietly(lambda: bool(primary.execute_command("ACL", "SETUSER", "repl", "on")))
@@ -219,7 +180,7 @@ class Deployment:
 
     def stop(self) -> None:
         for s in [*self.servers, *self.sentinels]:
-            s.kill()
+            s.stop()
 
 
 def rival_gets(url: str, name: str) -> bool:
@@ -256,14 +217,13 @@ def main() -> int:
     ap.add_argument("--max-minutes", type=float, default=20.0, help="stop after this long")
     args = ap.parse_args()
     stop_at = time.monotonic() + args.max_minutes * 60
-    root = tempfile.mkdtemp(prefix="rlock-sentinel-bench-")
     started = time.monotonic()
     # (scenario, mode) -> [rounds, second holders]
     counts: Dict[Tuple[str, str], List[int]] = {
         (sc, m): [0, 0] for sc in ("healthy link", "link down") for m in ("no sync", "sync_replicas=1")
     }
     waited: Dict[str, List[float]] = {"no sync": [], "sync_replicas=1": []}
-    deployment = Deployment(root)
+    deployment = Deployment()
     holder = rlock.Client(deployment.url)
     try:
         for i in range(args.rounds):
@@ -299,7 +259,6 @@ def main() -> int:
     finally:
         holder.close()
         deployment.stop()
-        shutil.rmtree(root, ignore_errors=True)
     minutes = (time.monotonic() - started) / 60
     print(f"\nSentinel failover, primary killed right after the acquisition ({minutes:.1f} min):")
     print("| scenario | mode | failovers | second holder granted |")

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import redis
 from redis.backoff import NoBackoff
@@ -59,6 +59,9 @@ class RedisServer:
             {"start_new_session": True, "preexec_fn": die_with_parent} if own_session else {})
         if tls:
             make_certificates(self.dir)
+        # What an empty restart leaves: the directory as it was before the
+        # server first ran.
+        self._set_up = set(os.listdir(self.dir))
         for _ in range(ATTEMPTS):
             self._choose_port()
             if self._start():
@@ -68,18 +71,15 @@ class RedisServer:
 
     def _choose_port(self) -> None:
         self.port = free_port()
-        listen = ["--port", str(self.port)]
-        if self.tls:
-            listen = ["--port", "0", "--tls-port", str(self.port),
-                      "--tls-cert-file", "server.crt", "--tls-key-file", "server.key",
-                      "--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"]
-        if self._cluster:
-            # The bus port defaults to port + 10000, which may not be free (or
-            # exist) for a high port: choose it too.
-            listen += ["--cluster-enabled", "yes", "--cluster-port", str(free_port()),
-                       "--cluster-config-file", "nodes.conf"]
-        self.argv = ["redis-server", *listen, "--bind", "127.0.0.1",
-                     "--save", "", "--appendonly", "no", "--dir", self.dir, *self._extra]
+        # The bus port defaults to port + 10000, which may not be free (or
+        # exist) for a high port: choose it too.
+        self._bus_port = free_port() if self._cluster else None
+        self._configure()
+
+    def _configure(self) -> None:
+        """The command line and the clients, for the ports chosen and the
+        arguments given."""
+        self.argv = self._command()
         extra = self._extra
         password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
         tls_args: Dict[str, Any] = {"ssl": True, "ssl_ca_certs": self.ca_file} if self.tls else {}
@@ -87,6 +87,18 @@ class RedisServer:
         # Whatever else took the port may accept and never answer: one try, briefly.
         self._probe = redis.Redis(port=self.port, password=password, socket_timeout=1, socket_connect_timeout=1,
                                   retry=Retry(NoBackoff(), 0), **tls_args)
+
+    def _command(self) -> List[str]:
+        listen = ["--port", str(self.port)]
+        if self.tls:
+            listen = ["--port", "0", "--tls-port", str(self.port),
+                      "--tls-cert-file", "server.crt", "--tls-key-file", "server.key",
+                      "--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"]
+        if self._bus_port is not None:
+            listen += ["--cluster-enabled", "yes", "--cluster-port", str(self._bus_port),
+                       "--cluster-config-file", "nodes.conf"]
+        return ["redis-server", *listen, "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", self.dir, *self._extra]
 
     def _start(self) -> bool:
         """Starts redis-server and waits until it answers; False when it
@@ -111,13 +123,24 @@ class RedisServer:
         except redis.RedisError:
             return False
 
-    def restart(self, down_for: float = 0.0) -> None:
+    def restart(self, down_for: float = 0.0, *, empty: bool = False, extra: Optional[Sequence[str]] = None) -> None:
         """Kills the server as a crash would (SIGKILL), keeps it down for
         `down_for` seconds, and starts it again on the same port and directory,
-        so whatever it persisted comes back."""
-        self.proc.kill()
-        self.proc.wait()
+        so whatever it persisted comes back. `empty=True`: it comes back with
+        nothing, as a new node would. `extra`: the more redis-server arguments
+        it runs with from now on, in place of those it had (a new role)."""
+        self.kill()
         time.sleep(down_for)
+        if empty:
+            for name in set(os.listdir(self.dir)) - self._set_up:
+                path = os.path.join(self.dir, name)
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
+        if extra is not None:
+            self._extra = tuple(extra)
+            self._configure()
         if not self._start():
             raise RuntimeError(f"redis-server could not take port {self.port} back")
 
@@ -125,10 +148,15 @@ class RedisServer:
     def url(self) -> str:
         return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}"
 
-    def stop(self) -> None:
-        """Kills the server (SIGKILL: no goodbye to clients) and removes its directory."""
+    def kill(self) -> None:
+        """Kills the server (SIGKILL: no goodbye to clients), keeping its
+        directory for `restart`."""
         self.proc.kill()
         self.proc.wait()
+
+    def stop(self) -> None:
+        """Kills the server and removes its directory."""
+        self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @property
@@ -137,6 +165,48 @@ class RedisServer:
 
     def monitor(self) -> Monitor:
         return Monitor(self.port)
+
+
+class Sentinel(RedisServer):
+    """A Redis Sentinel (`redis-server sentinel.conf --sentinel`) on a free
+    loopback port, started and answering once constructed, watching
+    `monitor`: (service, host, port, quorum). `extra`, `own_session`, `redis`,
+    `restart` and the rest: as for RedisServer."""
+
+    CONF = "sentinel.conf"
+
+    def __init__(
+        self,
+        monitor: Tuple[str, str, int, int],
+        *extra: str,
+        down_after_ms: int = 500,
+        failover_timeout_ms: int = 3000,
+        own_session: bool = False,
+    ) -> None:
+        service, host, port, quorum = monitor
+        self._conf_text = (
+            f"bind 127.0.0.1\n"
+            f"sentinel monitor {service} {host} {port} {quorum}\n"
+            f"sentinel down-after-milliseconds {service} {down_after_ms}\n"
+            f"sentinel failover-timeout {service} {failover_timeout_ms}\n"
+        )
+        super().__init__(*extra, own_session=own_session)
+
+    def _command(self) -> List[str]:
+        # The port on the command line, not in the file: the file is written
+        # once, whatever port each attempt tries.
+        return ["redis-server", os.path.join(self.dir, self.CONF), "--sentinel",
+                "--port", str(self.port), "--dir", self.dir, *self._extra]
+
+    def _start(self) -> bool:
+        # Sentinel rewrites its file with what it learns of the deployment: a
+        # restart keeps that, an empty one (which removed the file) starts
+        # again from the monitor line.
+        conf = os.path.join(self.dir, self.CONF)
+        if not os.path.exists(conf):
+            with open(conf, "w") as f:
+                f.write(self._conf_text)
+        return super()._start()
 
 
 class RedisCluster:
