@@ -1,7 +1,9 @@
 -- acquire: take the lock, or re-enter it when this owner already holds it.
 -- (queue.lua is prepended: queue_head, queue_pop, next_fence, take.)
 -- KEYS[1] lock hash  P:{NAME}        fields owner, count, fence; PEXPIRE = lease
--- KEYS[2] fence counter P:{NAME}:fence   INCR once per fresh acquisition, never expires
+-- KEYS[2] fence counter P:fence{T}   of the Cluster slot of P:{NAME} (T: the
+--         smallest number in that slot), shared by every name of the slot;
+--         INCR once per fresh acquisition, never expires
 -- KEYS[3] waiting line  P:{NAME}:queue   (see queue.lua)
 -- KEYS[4] their leases  P:{NAME}:leases
 -- ARGV[1] owner id
@@ -22,9 +24,10 @@
 --         the line too); bad: the index in KEYS of a key holding a value of
 --         another type (0: none; the fence counter's stops the lock being
 --         taken, and nothing is written then; a line key's only the line);
---         issued: the last fencing token issued, so a waiter in line knows
---         a handoff naming a token up to it for one that ended before this
---         attempt.
+--         issued: the last fencing token issued in the slot, so a waiter in
+--         line knows a handoff naming a token up to it for one that ended
+--         before this attempt (a later one got a larger token, whatever
+--         other names of the slot took meanwhile).
 local owner = ARGV[1]
 local fence
 -- Neither a lock nor a line: the common case, answered by one read.

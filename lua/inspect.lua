@@ -1,12 +1,13 @@
 -- inspect: read the state of one lock without changing it.
 -- KEYS[1] lock hash  P:{NAME}
--- KEYS[2] fence counter  P:{NAME}:fence
+-- KEYS[2] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)
 -- KEYS[3] waiting line  P:{NAME}:queue (fair waiters, and others once they waited queue_after)
 -- returns {held, owner, count, fence, pttl, fence_counter, waiting}
 --   held 0: free; 1: held through this protocol; 2: held by a key of another type
 --   owner, count, fence: the holding's fields ('' / 0 / 0 when not a hash holding)
 --   pttl: remaining lease in ms (-1: no expiry, -2: free)
---   fence_counter: the last fencing token issued for this name (0: never)
+--   fence_counter: the last fencing token issued in the name's slot (0:
+--     never): every token this name had is at most it, its next is above
 --   waiting: waiters in line (live or not yet found dead)
 local kind = redis.call('TYPE', KEYS[1])['ok']
 local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0

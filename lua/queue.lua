@@ -57,7 +57,8 @@ local function queue_pop(queue_key, leases_key, owner)
 end
 
 -- The next fencing token, or nil when the counter holds something else than
--- an integer (then nothing was written).
+-- an integer (then nothing was written). The counter is the slot's, shared
+-- by every name of it: a name's tokens grow, but with gaps.
 local function next_fence(fence_key)
   local fence = redis.pcall('INCR', fence_key)
   if type(fence) ~= 'number' then

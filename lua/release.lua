@@ -5,7 +5,7 @@
 -- queue_pop, next_fence, take.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] release channel  P:{NAME}:released
--- KEYS[3] fence counter  P:{NAME}:fence
+-- KEYS[3] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)
 -- KEYS[4] waiting line  P:{NAME}:queue
 -- KEYS[5] their leases  P:{NAME}:leases
 -- ARGV[1] owner id

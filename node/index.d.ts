@@ -36,11 +36,30 @@ export interface LockOptions {
    * at once. Default 10. Redlock keeps no line.
    */
   queueAfterMs?: number
+  /**
+   * A lease over an hour (`ttlMs` above 3600000) without `maxHoldMs` warns
+   * once per process (`RLOCK_LONG_TTL`), as it often means seconds written
+   * as milliseconds; true says it is meant. Default false.
+   */
+  allowLongTtl?: boolean
 }
 
 export interface UsingOptions extends LockOptions {
   /** Cancels the wait for the lock (not the callback: it gets the lock's own signal). */
   signal?: AbortSignal
+}
+
+export interface FromIoredisOptions {
+  /** Prefix of every key: `PREFIX:{NAME}`. Default `'rlock'`. */
+  prefix?: string
+  /** The CA certificate (PEM) for TLS. Default: the instance's `tls.ca` when it is one PEM. */
+  tlsCa?: string | Uint8Array
+}
+
+/** An ioredis `Redis` (one server or Sentinel) or `Redis.Cluster` instance: only its settings are read. */
+export interface IoredisInstance {
+  readonly isCluster: boolean
+  readonly options: object
 }
 
 export interface AcquireOptions {
@@ -57,12 +76,22 @@ export declare class Client {
    * a majority), or with `{ cluster: true }` the seeds of one Redis Cluster.
    */
   static connect(url?: string | readonly string[], options?: ConnectOptions): Promise<Client>
-  /** A lock owned by a new handle. Bad options throw here, before any I/O. */
+  /**
+   * Connects, with connections of its own, to the servers an ioredis instance
+   * is set up for: host, port, db, username, password and TLS, its Sentinels
+   * and master name, or a Cluster's startup nodes. Anything else is a `TypeError`.
+   */
+  static fromIoredis(redis: IoredisInstance, options?: FromIoredisOptions): Promise<Client>
+  /**
+   * A lock owned by a new handle, or inside a `using()` of the same name by
+   * that scope (so it nests). Bad options throw here, before any I/O.
+   */
   lock(name: string, options?: LockOptions): Lock
   /**
    * Acquires `name`, runs `fn`, always releases, and returns what `fn` returns.
    * If `fn` throws, that error is what the caller sees; if the lease was lost
-   * while `fn` ran, rejects with `LockLostError`.
+   * while `fn` ran, rejects with `LockLostError`. A `using()` or `lock()` of
+   * the same name from `fn`'s flow nests; any other flow waits.
    */
   using<T>(name: string, fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>): Promise<T>
   using<T>(
@@ -87,17 +116,17 @@ export declare class Lock implements AsyncDisposable {
   readonly lost: boolean
   /** Aborted, its reason a `LockLostError`, when this handle's lease is lost. */
   readonly signal: AbortSignal
-  /** Acquires, waiting as `timeoutMs` allows; rejects `LockTimeoutError`. Nests on the same handle. */
+  /** Acquires, waiting as `timeoutMs` allows; rejects `LockTimeoutError`. Nests for the same owner. */
   acquire(options?: AcquireOptions): Promise<void>
   /** One attempt: true when acquired. */
   tryAcquire(): Promise<boolean>
-  /** Releases one acquisition; rejects `LockNotOwnedError` when not held by this handle. */
+  /** Releases one acquisition; rejects `LockNotOwnedError` when its owner does not hold it. */
   release(): Promise<void>
   /** Resets the lease to `ttlMs` (default: the lock's ttlMs). Mutates this lock. */
   extend(ttlMs?: number): Promise<void>
   /** Whether anyone holds the lock. */
   isLocked(): Promise<boolean>
-  /** Whether this handle holds the lock. */
+  /** Whether this lock's owner holds it. */
   isOwned(): Promise<boolean>
   /** Releases if this handle holds the lock; nothing otherwise. */
   [Symbol.asyncDispose](): Promise<void>
@@ -119,7 +148,7 @@ export declare class LockTimeoutError extends LockError {
 
 export declare class LockNotOwnedError extends LockError {
   readonly code: 'ERR_LOCK_NOT_OWNED'
-  readonly reason: 'expired' | 'held by another owner'
+  readonly reason: 'not acquired by this owner' | 'already released' | 'expired' | 'held by another owner'
 }
 
 export declare class LockLostError extends LockError {

@@ -5,6 +5,7 @@
 // Rust core. Each lock operation is one native call whose promise is returned
 // as is: no extra promise hop on the way back.
 
+const { AsyncLocalStorage } = require('node:async_hooks')
 const native = require('./native.js')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
@@ -27,11 +28,14 @@ class LockTimeoutError extends LockError {
   }
 }
 
-/** Release or extend of a lock this handle does not hold. */
+/** Release or extend of a lock this owner does not hold. */
 class LockNotOwnedError extends LockError {
   constructor(message, reason) {
     super(message, 'ERR_LOCK_NOT_OWNED')
-    /** 'expired' (the key is gone) or 'held by another owner'. */
+    /**
+     * 'not acquired by this owner', 'already released', 'expired' (the key
+     * is gone) or 'held by another owner'.
+     */
     this.reason = reason
   }
 }
@@ -113,10 +117,29 @@ function expectName(name) {
   expect(!LONE_SURROGATE.test(name), 'name', 'well-formed text (no lone UTF-16 surrogate)', name)
 }
 
-function optionsObject(options, what) {
+// The keys each options object takes. A key outside them is refused, never
+// ignored: `{ timeout: 300 }` would otherwise wait forever. The lock options
+// are the fields the native side reads (node/src/options.rs).
+const LOCK_OPTIONS = native.lockOptionNames()
+const USING_OPTIONS = [...LOCK_OPTIONS, 'signal']
+const ACQUIRE_OPTIONS = ['signal']
+const CONNECT_OPTIONS = ['prefix', 'cluster', 'tlsCa']
+const FROM_IOREDIS_OPTIONS = ['prefix', 'tlsCa']
+
+/** `options` as an object whose keys are all `known` ({} when absent). */
+function optionsObject(options, what, known) {
   if (options === undefined || options === null) return {}
   expect(typeof options === 'object', what, 'an object', options)
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw invalidArg(TypeError, unknownOption(key, known))
+  }
   return options
+}
+
+function unknownOption(key, known) {
+  const near = native.closestOption(key, known)
+  const hint = near == null ? `the options are ${known.map((k) => `\`${k}\``).join(', ')}` : `did you mean \`${near}\`?`
+  return `unknown option \`${key}\` (${hint})`
 }
 
 /** One URL or an array of them, as the native side takes it. */
@@ -135,6 +158,102 @@ function pem(tlsCa) {
   return Buffer.from(tlsCa.buffer, tlsCa.byteOffset, tlsCa.byteLength)
 }
 
+// Reading an ioredis instance's settings. Only what sets where and how to
+// connect is read; everything else of ioredis (retries, key prefix, …)
+// has no meaning here.
+
+const IOREDIS = 'an ioredis Redis or Redis.Cluster instance'
+
+/** Where an ioredis instance connects, as `{ urls, cluster, tlsCa }`. */
+function ioredisTarget(redis) {
+  const ok =
+    redis !== null &&
+    typeof redis === 'object' &&
+    typeof redis.isCluster === 'boolean' &&
+    redis.options !== null &&
+    typeof redis.options === 'object'
+  expect(ok, 'redis', IOREDIS, redis)
+  if (redis.isCluster) {
+    // Every node shares `redisOptions`; a startup node may name its own.
+    const shared = redis.options.redisOptions ?? {}
+    const nodes = redis.startupNodes
+    expect(Array.isArray(nodes) && nodes.length > 0, 'startupNodes', 'a non-empty array', nodes)
+    const urls = nodes.map((node, i) => {
+      const settings = serverSettings({ ...shared, db: 0, ...clusterNode(node, i) }, `startupNodes[${i}]`)
+      return native.urlFromSettings(settings, makeError)
+    })
+    return { urls, cluster: true, tlsCa: caOf(shared.tls) }
+  }
+  const o = redis.options
+  expect(o.path === undefined || o.path === null, 'redis', 'an instance that connects over TCP (not a Unix socket)', o.path)
+  if (Array.isArray(o.sentinels) && o.sentinels.length > 0) {
+    // ioredis speaks TLS to the master only with enableTLSForSentinelMode.
+    const tls = Boolean(o.enableTLSForSentinelMode && o.tls)
+    const sentinels = o.sentinels.map((s, i) => {
+      expect(s !== null && typeof s === 'object', `sentinels[${i}]`, 'an object', s)
+      const sentinel = { host: '127.0.0.1', port: 26379, ...definedOnly(s) }
+      const auth = { username: o.sentinelUsername, password: o.sentinelPassword, tls: o.sentinelTLS }
+      return serverSettings({ ...sentinel, db: 0, ...auth }, `sentinels[${i}]`)
+    })
+    expect(typeof o.name === 'string', 'name', 'the master name (a string)', o.name)
+    const { db, username, password } = database(o, 'options')
+    const url = native.sentinelUrlFromSettings(o.name, sentinels, db, username, password, tls, makeError)
+    return { urls: [url], cluster: false, tlsCa: tls ? caOf(o.tls) : undefined }
+  }
+  const url = native.urlFromSettings(serverSettings(o, 'options'), makeError)
+  return { urls: [url], cluster: false, tlsCa: caOf(o.tls) }
+}
+
+/** A Cluster startup node as ioredis takes it: an object, `host:port` or a URL, or a port. */
+function clusterNode(node, i) {
+  if (typeof node === 'number') return { host: '127.0.0.1', port: node }
+  if (typeof node === 'string') {
+    let url
+    try {
+      url = new URL(/^rediss?:\/\//i.test(node) ? node : `redis://${node}`)
+    } catch {
+      throw invalidArg(TypeError, `startupNodes[${i}] is not a host:port or redis:// URL`)
+    }
+    const parsed = { host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port === '' ? 6379 : Number(url.port) }
+    if (url.username !== '') parsed.username = decodeURIComponent(url.username)
+    if (url.password !== '') parsed.password = decodeURIComponent(url.password)
+    if (url.protocol === 'rediss:') parsed.tls = {}
+    return parsed
+  }
+  expect(node !== null && typeof node === 'object', `startupNodes[${i}]`, 'an object, a string or a port number', node)
+  return { host: '127.0.0.1', port: 6379, ...definedOnly(node) }
+}
+
+/** The keys of `o` whose values are neither undefined nor null. */
+function definedOnly(o) {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null))
+}
+
+/** One server's settings (the core's `ServerSettings`) from ioredis-style options. */
+function serverSettings(o, what) {
+  const { host, port, tls } = o
+  expect(typeof host === 'string', `${what}.host`, 'a string', host)
+  expect(Number.isInteger(port) && port >= 0 && port <= 65535, `${what}.port`, 'a port number', port)
+  return { host, port, ...database(o, what), tls: Boolean(tls) }
+}
+
+/** The database and the credentials of ioredis-style options (empty ones are none). */
+function database({ db = 0, username, password }, what) {
+  expect(Number.isInteger(db), `${what}.db`, 'a whole number', db)
+  const text = (value, key) => {
+    if (value === undefined || value === null || value === '') return undefined
+    expect(typeof value === 'string', `${what}.${key}`, 'a string', value)
+    return value
+  }
+  return { db, username: text(username, 'username'), password: text(password, 'password') }
+}
+
+/** The CA of ioredis' `tls` options, when it is one PEM. */
+function caOf(tls) {
+  const ca = Array.isArray(tls?.ca) && tls.ca.length === 1 ? tls.ca[0] : tls?.ca
+  return typeof ca === 'string' || ca instanceof Uint8Array ? ca : undefined
+}
+
 function checkSignal(signal) {
   const ok =
     signal !== null &&
@@ -142,6 +261,26 @@ function checkSignal(signal) {
     typeof signal.aborted === 'boolean' &&
     typeof signal.addEventListener === 'function'
   expect(ok, 'signal', 'an AbortSignal', signal)
+}
+
+// Owners. Outside any `using()` the owner is the Lock handle: Node runs
+// every flow on one thread, so nothing else tells two concurrent requests
+// apart. A `using()` scope is an owner of its own, carried by
+// AsyncLocalStorage into everything its callback awaits or starts: a lock
+// of the same name and client made there belongs to the scope, so it nests
+// instead of waiting on itself. Units are serial numbers, never reused.
+
+/** The scopes the calling flow runs in, innermost first: `{ outer, client, name, owner, open }`. */
+const scopes = new AsyncLocalStorage()
+let serial = 0
+
+/** The owner for a lock of `name` made now: the open scope holding it, else a new one. */
+function ownerFor(client, name) {
+  for (let scope = scopes.getStore(); scope !== undefined; scope = scope.outer) {
+    if (scope.open && scope.client === client && scope.name === name) return scope.owner
+  }
+  serial += 1
+  return `n${serial}`
 }
 
 class Client {
@@ -161,7 +300,7 @@ class Client {
    */
   static async connect(url, options) {
     const urls = urlList(url)
-    const { prefix, cluster = false, tlsCa } = optionsObject(options, 'options')
+    const { prefix, cluster = false, tlsCa } = optionsObject(options, 'options', CONNECT_OPTIONS)
     expect(prefix === undefined || typeof prefix === 'string', 'prefix', 'a string', prefix)
     expect(typeof cluster === 'boolean', 'cluster', 'a boolean', cluster)
     const ca = pem(tlsCa)
@@ -170,19 +309,37 @@ class Client {
   }
 
   /**
-   * A lock owned by a new handle; bad options throw here, before any I/O.
-   * The native side reads the options (`node/src/options.rs`) and checks each.
+   * Connects to the servers an ioredis `Redis` (one server or Sentinel) or
+   * `Redis.Cluster` is set up for, with its own connections: the instance
+   * is only read. `tlsCa` defaults to the instance's `tls.ca`.
+   */
+  static async fromIoredis(redis, options) {
+    const { prefix, tlsCa } = optionsObject(options, 'options', FROM_IOREDIS_OPTIONS)
+    const target = ioredisTarget(redis)
+    return Client.connect(target.urls, { prefix, cluster: target.cluster, tlsCa: tlsCa ?? target.tlsCa })
+  }
+
+  /**
+   * A lock owned by a new handle (or, inside a `using()` of the same name,
+   * by that scope); bad options throw here, before any I/O. The native side
+   * reads the options (`node/src/options.rs`) and checks each.
    */
   lock(name, options) {
     expectName(name)
-    const nativeLock = this.#native.lock(name, optionsObject(options, 'options'))
-    return new Lock(CONSTRUCT, nativeLock, name)
+    const lockOptions = optionsObject(options, 'options', LOCK_OPTIONS)
+    return this.#lockAs(name, lockOptions, ownerFor(this, name))
+  }
+
+  #lockAs(name, options, owner) {
+    return new Lock(CONSTRUCT, this.#native.lock(name, options, owner), name)
   }
 
   /**
    * Acquires `name`, runs `fn(signal, lock)`, and always releases. Returns
    * what `fn` returns; if `fn` throws, that error is what the caller sees. If
-   * the lease was lost while `fn` ran, rejects with `LockLostError`.
+   * the lease was lost while `fn` ran, rejects with `LockLostError`. The
+   * scope owns the lock: a `using()` or `client.lock()` of the same name
+   * from the callback's flow nests; any other flow waits.
    */
   async using(name, options, fn) {
     if (fn === undefined && typeof options === 'function') {
@@ -190,17 +347,24 @@ class Client {
       options = undefined
     }
     expect(typeof fn === 'function', 'fn', 'a function', fn)
-    const lock = this.lock(name, options)
-    await lock.acquire({ signal: options?.signal })
+    expectName(name)
+    const { signal, ...lockOptions } = optionsObject(options, 'options', USING_OPTIONS)
+    const owner = ownerFor(this, name)
+    const lock = this.#lockAs(name, lockOptions, owner)
+    await lock.acquire({ signal })
+    const scope = { outer: scopes.getStore(), client: this, name, owner, open: true }
     let value
     try {
-      value = await fn(lock.signal, lock)
+      value = await scopes.run(scope, fn, lock.signal, lock)
     } catch (err) {
+      scope.open = false
       // A failing release (the lease was lost, Redis is down) must not hide
       // the callback's own error.
       await lock[finish]().catch(() => {})
       throw err
     }
+    // Work the callback left running is no longer inside the scope.
+    scope.open = false
     await lock[finish]()
     return value
   }
@@ -278,13 +442,13 @@ class Lock {
   /**
    * Acquires the lock, waiting as the lock's `timeoutMs` allows (rejects
    * `LockTimeoutError`). An aborted `signal` ends the wait and rejects with
-   * its reason, leaving no lock behind. Acquiring again on the same handle
-   * nests.
+   * its reason, leaving no lock behind. Acquiring again as the same owner
+   * (this handle, or its `using()` scope) nests.
    */
   acquire(options) {
     let signal
     try {
-      if (options !== undefined) signal = optionsObject(options, 'options').signal
+      if (options !== undefined) signal = optionsObject(options, 'options', ACQUIRE_OPTIONS).signal
       if (signal === undefined) return this.#native.acquire()
       checkSignal(signal)
     } catch (err) {
@@ -311,7 +475,7 @@ class Lock {
   }
 
   /**
-   * Releases one acquisition (rejects `LockNotOwnedError` when this handle
+   * Releases one acquisition (rejects `LockNotOwnedError` when this owner
    * does not hold it, and never touches another owner's lock).
    */
   release() {

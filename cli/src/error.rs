@@ -25,7 +25,8 @@ fn flag(option: Opt) -> &'static str {
         Opt::SyncReplicas => "--sync-replicas",
         Opt::Fair => "--fair",
         Opt::QueueAfter => "--queue-after",
-        // No flags: `rlock exec` always renews, for as long as CMD runs.
-        Opt::AutoRenew | Opt::MaxHold => option.name(),
+        // No flags: `rlock exec` always renews, for as long as CMD runs, and
+        // a lease given in a shell is meant as given.
+        Opt::AutoRenew | Opt::MaxHold | Opt::AllowLongTtl => option.name(),
     }
 }

@@ -1,4 +1,8 @@
-//! `rlock exec NAME -- CMD`: hold the lock while CMD runs.
+//! `rlock exec NAME CMD`: hold the lock while CMD runs.
+//!
+//! It takes flock(1)'s habits: `-n`, `-w SECS`, `-E CODE`, `-c COMMAND`, and
+//! the command right after NAME, with or without `--`: rlock's options come
+//! before NAME, and everything after it is the command's.
 //!
 //! The lock is taken before CMD starts and released after it ends. While CMD
 //! runs the core's watchdog renews the lease; if the lease is lost anyway, CMD
@@ -21,18 +25,36 @@ use crate::error::fail;
 use crate::{exit, Connection};
 
 #[derive(Args, Debug)]
+#[command(
+    override_usage = "rlock exec [OPTIONS] NAME [--] CMD [ARGS]...\n       rlock exec [OPTIONS] -c COMMAND NAME"
+)]
 pub struct ExecArgs {
     #[command(flatten)]
     connection: Connection,
     /// Lease in seconds; renewed every ttl/3 while CMD runs.
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     ttl: f64,
-    /// Give up (exit 75) when the lock is not had within SECS. Default: wait forever.
-    #[arg(long, value_name = "SECS", conflicts_with = "no_wait")]
+    /// Give up (exit 75, or -E's CODE) when the lock is not had within SECS.
+    /// Default: wait forever.
+    #[arg(
+        short = 'w',
+        long,
+        visible_alias = "wait",
+        value_name = "SECS",
+        conflicts_with = "no_wait"
+    )]
     timeout: Option<f64>,
-    /// Make one attempt; exit 75 at once when the lock is busy.
-    #[arg(long)]
+    /// Make one attempt; exit 75 (or -E's CODE) at once when the lock is busy.
+    #[arg(short = 'n', long, visible_alias = "nonblock")]
     no_wait: bool,
+    /// The exit status when the lock is not acquired. 75 (EX_TEMPFAIL) by
+    /// default, not flock's 1, which the command's own failure cannot be told
+    /// from.
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = exit::NOT_ACQUIRED)]
+    conflict_exit_code: u8,
+    /// Run COMMAND through `sh -c` instead of CMD [ARGS]...
+    #[arg(short = 'c', long = "command", value_name = "COMMAND")]
+    shell_command: Option<OsString>,
     /// After taking the lock, wait until K replicas have it; an acquisition
     /// fewer acknowledged is undone and retried.
     #[arg(long, value_name = "K")]
@@ -48,11 +70,68 @@ pub struct ExecArgs {
     /// Seconds between SIGTERM and SIGKILL when the lease is lost.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     grace: f64,
-    /// The lock name.
+    /// The lock name, then the command to run and its arguments, with or
+    /// without `--` between them: everything after NAME is the command's
+    /// (its own options too). With -c, NAME alone.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "NAME [--] CMD [ARGS]"
+    )]
+    words: Vec<OsString>,
+}
+
+/// The lock name and the command, as `rlock exec` was given them.
+#[derive(Debug, PartialEq)]
+struct Invocation {
     name: String,
-    /// The command to run, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    command: Vec<OsString>,
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+impl Invocation {
+    /// Splits the words after the options into NAME and the command:
+    /// `NAME [--] CMD [ARGS]...`, or with `-c COMMAND` NAME alone (or
+    /// flock's `NAME -c COMMAND`).
+    fn of(words: &[OsString], shell_command: Option<&OsString>) -> Result<Invocation, String> {
+        let (name, rest) = words.split_first().ok_or("a lock name is needed")?;
+        let name = name
+            .to_str()
+            .ok_or("the lock name must be valid UTF-8")?
+            .to_owned();
+        if name.starts_with('-') {
+            // The options end at NAME, so an option rlock does not know
+            // lands here.
+            return Err(format!(
+                "unknown option '{name}' (see rlock exec --help); a lock name cannot start with '-'"
+            ));
+        }
+        let shell = |command: &OsString| Invocation {
+            name: name.clone(),
+            program: "sh".into(),
+            args: vec!["-c".into(), command.clone()],
+        };
+        match (shell_command, rest) {
+            (Some(command), []) => Ok(shell(command)),
+            (Some(_), _) => Err("give either -c COMMAND or CMD [ARGS]..., not both".into()),
+            (None, [flag, command]) if flag == "-c" || flag == "--command" => Ok(shell(command)),
+            (None, rest) => {
+                let command = match rest {
+                    [dashes, command @ ..] if dashes == "--" => command,
+                    _ => rest,
+                };
+                let (program, args) = command
+                    .split_first()
+                    .ok_or("no command to run: give CMD [ARGS]... after NAME, or -c COMMAND")?;
+                Ok(Invocation {
+                    name,
+                    program: program.clone(),
+                    args: args.to_vec(),
+                })
+            }
+        }
+    }
 }
 
 impl ExecArgs {
@@ -72,11 +151,18 @@ impl ExecArgs {
 }
 
 pub async fn run(args: ExecArgs) -> u8 {
+    let target = match Invocation::of(&args.words, args.shell_command.as_ref()) {
+        Ok(t) => t,
+        Err(problem) => {
+            eprintln!("rlock: {problem}");
+            return exit::USAGE;
+        }
+    };
     // Every argument is checked before any I/O.
     let checked = args.lock_args().check().and_then(|(options, wait)| {
         let grace = validate::span(args.grace, Unit::Seconds)
             .map_err(|problem| Error::invalid(format!("--grace {problem}")))?;
-        validate::name(&args.name)?;
+        validate::name(&target.name)?;
         Ok((options, wait, grace))
     });
     let (options, wait, grace) = match checked {
@@ -94,7 +180,7 @@ pub async fn run(args: ExecArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let lock = match client.lock_with(&args.name, options) {
+    let lock = match client.lock_with(&target.name, options) {
         Ok(l) => l,
         Err(e) => return fail(&e),
     };
@@ -109,21 +195,21 @@ pub async fn run(args: ExecArgs) -> u8 {
         Err(Error::Timeout { cause: None, .. }) => {
             eprintln!(
                 "rlock: lock {:?} is held by someone else; not running the command",
-                args.name
+                target.name
             );
-            return exit::NOT_ACQUIRED;
+            return args.conflict_exit_code;
         }
         // Not acquired for another reason (a missed Redlock quorum, too few
         // replicas): the cause says which.
         Err(e @ Error::Timeout { .. }) => {
             eprintln!("rlock: {e}; not running the command");
-            return exit::NOT_ACQUIRED;
+            return args.conflict_exit_code;
         }
         Err(e) => return fail(&e),
     };
-    let mut command = Command::new(&args.command[0]);
+    let mut command = Command::new(&target.program);
     command
-        .args(&args.command[1..])
+        .args(&target.args)
         .env("RLOCK_FENCING_TOKEN", held.fencing_token.to_string());
     let rlock_pid = nix::unistd::getpid();
     // SAFETY: the closure runs in the forked child before exec and only makes
@@ -147,7 +233,7 @@ pub async fn run(args: ExecArgs) -> u8 {
         Ok(c) => c,
         Err(e) => {
             let _ = lock.release().await;
-            eprintln!("rlock: cannot run {:?}: {e}", args.command[0]);
+            eprintln!("rlock: cannot run {:?}: {e}", target.program);
             return if e.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
@@ -171,7 +257,8 @@ pub async fn run(args: ExecArgs) -> u8 {
             sig = signals.next() => send(sig),
             reason = &mut lost, if lost_reason.is_none() => {
                 let Some(reason) = reason else { continue };
-                eprintln!("rlock: lease on {:?} lost ({reason}); stopping the command", args.name);
+                let lost = Error::Lost { name: target.name.clone(), reason };
+                eprintln!("rlock: {lost}; stopping the command");
                 lost_reason = Some(reason);
                 send(Signal::SIGTERM);
                 kill_at = Some(tokio::time::Instant::now() + grace);
@@ -239,6 +326,61 @@ impl Signals {
             _ = self.int.recv() => Signal::SIGINT,
             _ = self.term.recv() => Signal::SIGTERM,
             _ = self.hup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(words: &[&str], shell: Option<&str>) -> Result<Invocation, String> {
+        let words: Vec<OsString> = words.iter().map(OsString::from).collect();
+        Invocation::of(&words, shell.map(OsString::from).as_ref())
+    }
+
+    fn runs(name: &str, program: &str, args: &[&str]) -> Result<Invocation, String> {
+        Ok(Invocation {
+            name: name.to_owned(),
+            program: program.into(),
+            args: args.iter().map(OsString::from).collect(),
+        })
+    }
+
+    #[test]
+    fn the_command_follows_name_with_or_without_dashes() {
+        let echo = runs("job", "echo", &["-n", "hi"]);
+        assert_eq!(of(&["job", "echo", "-n", "hi"], None), echo);
+        assert_eq!(of(&["job", "--", "echo", "-n", "hi"], None), echo);
+        assert_eq!(
+            of(&["job", "--", "--", "x"], None),
+            runs("job", "--", &["x"])
+        );
+        assert_eq!(of(&["job", "-n"], None), runs("job", "-n", &[]));
+    }
+
+    #[test]
+    fn dash_c_runs_through_sh_before_name_or_in_flocks_place_after_it() {
+        let shell = runs("job", "sh", &["-c", "a && b"]);
+        assert_eq!(of(&["job"], Some("a && b")), shell);
+        assert_eq!(of(&["job", "-c", "a && b"], None), shell);
+        assert_eq!(of(&["job", "--command", "a && b"], None), shell);
+        assert_eq!(
+            of(&["job", "--", "-c", "a && b"], None),
+            runs("job", "-c", &["a && b"])
+        );
+    }
+
+    #[test]
+    fn a_missing_or_doubled_command_and_an_unknown_option_are_refused() {
+        for (words, shell) in [
+            (&["job"][..], None),
+            (&["job", "--"], None),
+            (&["job", "true"], Some("true")),
+            (&["-x", "job", "true"], None),
+            (&[], None),
+        ] {
+            assert!(of(words, shell).is_err(), "{words:?} {shell:?}");
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Exit codes, from sysexits(3) where one fits; the same table is in
-//! `rlock --help` and the README.
+//! `rlock --help` and docs/cli.md.
 
 use rlock_core::Error;
 
 /// The lock could not be had: busy with `--no-wait`, the timeout passed, or
-/// no Redlock majority (or too few replicas) granted it in time.
+/// no Redlock majority (or too few replicas) granted it in time; `-E CODE`
+/// chooses another.
 pub const NOT_ACQUIRED: u8 = 75; // EX_TEMPFAIL
 /// Redis unreachable, authentication refused.
 pub const UNAVAILABLE: u8 = 69; // EX_UNAVAILABLE
@@ -22,7 +23,9 @@ Exit status:
   CMD's own     exec: CMD's exit status, or 128+N when CMD was killed by signal N
   0             status: the lock was shown (held or free)
   75            the lock was not acquired (busy with --no-wait, --timeout passed,
-                or no Redlock majority / too few --sync-replicas before it)
+                or no Redlock majority / too few --sync-replicas before it);
+                -E CODE exits CODE instead (flock's default of 1 could not be
+                told from CMD's own failure)
   69            Redis unreachable or authentication refused
   64            usage error (bad flag, bad value, bad URL)
   70            the lease was lost while CMD ran (CMD got SIGTERM, then SIGKILL)

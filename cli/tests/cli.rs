@@ -73,6 +73,18 @@ impl Trapping {
     }
 }
 
+/// A client of the test's own holding `name`, until it is dropped.
+async fn held_elsewhere(redis: &RedisServer, name: &str) -> Client {
+    let client = Client::connect(&redis.url()).await.unwrap();
+    client
+        .lock(name)
+        .unwrap()
+        .acquire(Wait::Once)
+        .await
+        .unwrap();
+    client
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rlock-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -130,13 +142,7 @@ async fn stdio_passes_through_and_the_fencing_token_is_exported() {
 #[tokio::test]
 async fn a_busy_lock_exits_75_and_runs_nothing() {
     let redis = RedisServer::start();
-    let client = Client::connect(&redis.url()).await.unwrap();
-    client
-        .lock("busy")
-        .unwrap()
-        .acquire(Wait::Once)
-        .await
-        .unwrap();
+    let _holder = held_elsewhere(&redis, "busy").await;
     let dir = scratch("busy");
     let marker = dir.join("ran");
     let touch = format!("touch {}", marker.display());
@@ -162,13 +168,7 @@ async fn a_busy_lock_exits_75_and_runs_nothing() {
 #[tokio::test]
 async fn queue_after_decides_whether_a_waiting_command_takes_a_place_in_line() {
     let redis = RedisServer::start();
-    let client = Client::connect(&redis.url()).await.unwrap();
-    client
-        .lock("held")
-        .unwrap()
-        .acquire(Wait::Once)
-        .await
-        .unwrap();
+    let _holder = held_elsewhere(&redis, "held").await;
     // The default (10 ms) would join the line within these 0.3 s waits.
     let waiting = |queue_after: &'static str| {
         [
@@ -223,8 +223,104 @@ async fn a_lost_lease_stops_the_command_with_sigterm_and_exits_70() {
         .expect("rlock did not stop the command")
         .unwrap();
     assert_eq!(code(&out), 70, "{}", stderr(&out));
-    assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    let said = stderr(&out);
+    let why = "rlock: lock \"victim\" was lost: \
+               the lock key disappeared as it expired or was deleted; stopping the command";
+    assert!(
+        said.lines().any(|l| l == why),
+        "one plain sentence says why: {said}"
+    );
     assert_eq!(cmd.heard(), "got-term");
+}
+
+/// flock(1)'s `-n` and `-E CODE`: one attempt, and the chosen exit status
+/// when the lock is busy; `-w SECS` (`--wait`): a bounded wait, then 75.
+#[tokio::test]
+async fn flocks_n_e_and_w_options_keep_their_meaning() {
+    let redis = RedisServer::start();
+    let _holder = held_elsewhere(&redis, "nightly").await;
+    let dir = scratch("flock-busy");
+    let marker = dir.join("ran");
+    let marker = marker.to_str().unwrap();
+
+    let start = Instant::now();
+    let out = run(
+        &redis,
+        &["exec", "-n", "-E", "3", "nightly", "touch", marker],
+    )
+    .await;
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(start.elapsed() < Duration::from_secs(2), "one attempt");
+    let out = run(&redis, &["exec", "--nonblock", "nightly", "touch", marker]).await;
+    assert_eq!(code(&out), 75, "75 unless -E says otherwise");
+
+    for wait in ["-w", "--wait"] {
+        let start = Instant::now();
+        let out = run(&redis, &["exec", wait, "0.5", "nightly", "touch", marker]).await;
+        assert_eq!(code(&out), 75, "{wait}: {}", stderr(&out));
+        assert!(start.elapsed() >= Duration::from_millis(500), "{wait}");
+    }
+    assert!(
+        !std::path::Path::new(marker).exists(),
+        "the command never ran"
+    );
+}
+
+/// flock(1)'s `-c COMMAND`, before NAME or in flock's place after it: run
+/// through `sh -c`, holding the lock.
+#[tokio::test]
+async fn dash_c_runs_a_shell_command_under_the_lock() {
+    let redis = RedisServer::start();
+    let out = run(
+        &redis,
+        &[
+            "exec",
+            "-c",
+            "echo token=$RLOCK_FENCING_TOKEN && exit 4",
+            "nightly",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "token=1");
+    let out = run(
+        &redis,
+        &[
+            "exec",
+            "nightly",
+            "-c",
+            "rlock_is=$(echo held); echo $rlock_is",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "held");
+    assert!(!redis.conn().exists::<_, bool>("rlock:{nightly}").unwrap());
+}
+
+/// `rlock exec NAME CMD ARGS...`: everything after NAME is the command's,
+/// its own options included; `--` before CMD still works.
+#[tokio::test]
+async fn the_command_follows_name_with_or_without_dashes() {
+    let redis = RedisServer::start();
+    for args in [
+        &["exec", "nightly", "echo", "-n", "hi"][..],
+        &["exec", "nightly", "--", "echo", "-n", "hi"],
+        &["exec", "-n", "nightly", "echo", "-n", "hi"],
+    ] {
+        let out = run(&redis, args).await;
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hi", "{args:?}");
+    }
+    let out = run(&redis, &["exec", "nightly", "sh", "-c", "exit 5"]).await;
+    assert_eq!(code(&out), 5, "{}", stderr(&out));
+    let out = run(&redis, &["exec", "nightly", "-n"]).await;
+    assert_eq!(
+        code(&out),
+        127,
+        "-n after NAME is the command: {}",
+        stderr(&out)
+    );
 }
 
 #[tokio::test]
@@ -386,6 +482,11 @@ fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
         &["exec", "--bogus", "x", "--", "true"],
         &["exec", "x"],
         &["exec", "x", "--"],
+        &["exec", "-n", "-w", "1", "x", "true"],
+        &["exec", "-E", "256", "x", "true"],
+        &["exec", "-E", "-1", "x", "true"],
+        &["exec", "-c", "true", "x", "true"],
+        &["exec", "-c", "true"],
         &["status"],
         &["status", "--json"],
         &["frobnicate"],

@@ -129,12 +129,13 @@ impl Client {
             .collect::<Vec<_>>()
             .join(",");
         let config = manager_config(options.connect_timeout, options.response_timeout);
-        let scrub = |e: redis::RedisError| {
+        // What failed, named by the server it failed at, never with a password.
+        let failure = |(e, server): (redis::RedisError, String)| {
             let mut text = e.to_string();
             for s in secrets.iter().filter(|s| !s.is_empty()) {
                 text = text.replace(s.as_str(), "***");
             }
-            Error::Connection(text)
+            format!("{server}: {text}")
         };
         let nodes = if options.cluster {
             if targets.iter().any(|t| t.sentinel) {
@@ -167,9 +168,16 @@ impl Client {
                 commands: Box::new(build(redis::ProtocolVersion::RESP2)?),
                 feed: Box::new(build(redis::ProtocolVersion::RESP3)?),
             };
-            vec![Node::connect(cluster, display.clone(), config, false)
-                .await
-                .map_err(scrub)?]
+            let seeds = targets
+                .iter()
+                .map(|t| t.address.as_str())
+                .collect::<Vec<_>>()
+                .join(",");
+            vec![
+                Node::connect(cluster, format!("Cluster {seeds}"), config, false)
+                    .await
+                    .map_err(|f| Error::Connection(failure(f)))?,
+            ]
         } else {
             let redlock = targets.len() > 1;
             // A Redlock master that is down must fail its requests at once:
@@ -185,9 +193,9 @@ impl Client {
             for t in &targets {
                 let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;
                 nodes.push(
-                    Node::connect(endpoint, t.display.clone(), config.clone(), redlock)
+                    Node::connect(endpoint, t.address.clone(), config.clone(), redlock)
                         .await
-                        .map_err(scrub)?,
+                        .map_err(|f| Error::Connection(failure(f)))?,
                 );
             }
             if redlock {
@@ -195,8 +203,8 @@ impl Client {
                 let answers = futures_util::future::join_all(nodes.iter().map(|n| async move {
                     tokio::time::timeout(options.connect_timeout, n.ping())
                         .await
-                        .map_err(|_| format!("{}: no answer", n.label))
-                        .and_then(|r| r.map_err(|e| format!("{}: {}", n.label, scrub(e))))
+                        .map_err(|_| format!("{}: no answer", n.server()))
+                        .and_then(|r| r.map_err(|e| failure((e, n.server()))))
                 }))
                 .await;
                 let down: Vec<String> = answers.into_iter().filter_map(Result::err).collect();

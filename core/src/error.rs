@@ -6,12 +6,22 @@
 
 use std::fmt;
 
-/// Why an operation found that the caller does not hold the lock.
+/// Why an operation found that the caller does not hold the lock: what this
+/// client knows of the owner's own holdings (it remembers the last releases
+/// it reported, a bounded number) combined with what Redis answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotOwnedReason {
-    /// The lock key is gone: its lease ended (or it was deleted).
+    /// This owner never held the lock, or not since its last release was
+    /// reported (or that release is too long ago to be remembered).
+    NotAcquired,
+    /// This owner released the lock and was told so, then released (or
+    /// extended) it again.
+    AlreadyReleased,
+    /// This owner held the lock and its key is gone: the lease ended (or the
+    /// key was deleted).
     Expired,
-    /// Another owner holds the lock now (or a key of another type sits there).
+    /// This owner held the lock and another owner holds it now (or a key of
+    /// another type sits there).
     HeldByAnother,
 }
 
@@ -19,8 +29,20 @@ impl NotOwnedReason {
     /// The reason as the bindings spell it (`LockNotOwned.reason` in Python).
     pub fn as_str(self) -> &'static str {
         match self {
+            NotOwnedReason::NotAcquired => "not acquired by this owner",
+            NotOwnedReason::AlreadyReleased => "already released",
             NotOwnedReason::Expired => "expired",
             NotOwnedReason::HeldByAnother => "held by another owner",
+        }
+    }
+
+    /// How a holding this owner had was lost, when the reason says it had
+    /// one (`None`: it held nothing to lose).
+    pub fn lost(self) -> Option<LostReason> {
+        match self {
+            NotOwnedReason::Expired => Some(LostReason::Expired),
+            NotOwnedReason::HeldByAnother => Some(LostReason::HeldByAnother),
+            NotOwnedReason::NotAcquired | NotOwnedReason::AlreadyReleased => None,
         }
     }
 }
@@ -28,16 +50,6 @@ impl NotOwnedReason {
 impl fmt::Display for NotOwnedReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// A lock found not owned any more was lost that way.
-impl From<NotOwnedReason> for LostReason {
-    fn from(reason: NotOwnedReason) -> Self {
-        match reason {
-            NotOwnedReason::Expired => LostReason::Expired,
-            NotOwnedReason::HeldByAnother => LostReason::HeldByAnother,
-        }
     }
 }
 
@@ -62,11 +74,11 @@ pub enum LostReason {
 impl LostReason {
     pub fn as_str(self) -> &'static str {
         match self {
-            LostReason::Expired => "the lock key disappeared (expired or deleted)",
+            LostReason::Expired => "the lock key disappeared as it expired or was deleted",
             LostReason::HeldByAnother => "another owner holds the lock",
             LostReason::Unreachable => "the lease ran out while Redis was unreachable",
             LostReason::MaxHold => "max_hold was reached",
-            LostReason::LeaseEnded => "the lease ran out (auto-renew is off)",
+            LostReason::LeaseEnded => "the lease ran out as auto-renew is off",
             LostReason::Closed => "the client was closed",
         }
     }
@@ -160,6 +172,7 @@ pub enum Opt {
     SyncReplicas,
     Fair,
     QueueAfter,
+    AllowLongTtl,
 }
 
 impl Opt {
@@ -174,6 +187,7 @@ impl Opt {
             Opt::SyncReplicas => "sync_replicas",
             Opt::Fair => "fair",
             Opt::QueueAfter => "queue_after",
+            Opt::AllowLongTtl => "allow_long_ttl",
         }
     }
 }

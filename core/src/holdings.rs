@@ -6,7 +6,10 @@
 //!
 //! The renewal loop (`watchdog.rs`) asks the table what is due and hands it
 //! back what Redis answered; the lock operations record what they acquired,
-//! extended and released.
+//! extended and released. It also remembers the last releases it reported
+//! (`holdings/released.rs`), to tell "already released" from "not acquired".
+
+mod released;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,12 +23,20 @@ use crate::error::{LostReason, NotOwnedReason};
 use crate::keys::Keys;
 use crate::redis::deployment::Deployment;
 use crate::redis::scripts::owner_checked;
+use released::Released;
 
 /// Holdings due within this share of their renewal period are renewed in the
 /// same tick, so locks taken at about the same time share round trips.
 const BATCH_WINDOW_DIVISOR: u32 = 2;
 /// Renewals fewer than this many milliseconds of lease are not worth sending.
 const MIN_LEASE_MS: u64 = 1;
+
+/// How a holding Redis refused was lost. Redis answers only `Expired` and
+/// `HeldByAnother`; the other reasons are this client's, about holdings it
+/// does not have.
+fn lost_by(reason: NotOwnedReason) -> LostReason {
+    reason.lost().unwrap_or(LostReason::Expired)
+}
 
 /// The settings of one holding that the watchdog needs.
 #[derive(Debug, Clone)]
@@ -150,7 +161,7 @@ impl Releasing<'_> {
     pub(crate) fn lost(&self, reason: NotOwnedReason) {
         self.with(|h| {
             h.count = 0;
-            h.lose(reason.into());
+            h.lose(lost_by(reason));
         });
     }
 
@@ -243,6 +254,7 @@ struct Table {
     generations: u64,
     /// The client was closed: nothing is renewed or held any more.
     closed: bool,
+    released: Released,
 }
 
 impl Table {
@@ -417,7 +429,8 @@ impl Holdings {
         }
     }
 
-    /// Drops a holding from the table: renewals for it stop here.
+    /// Drops a holding from the table, its release answered: renewals for it
+    /// stop here, and the release is remembered (see [`Holdings::refusal`]).
     pub(crate) fn forget(&self, key: &str, owner: &str) {
         let mut table = self.table.lock().unwrap();
         if let Some(owners) = table.locks.get_mut(key) {
@@ -425,6 +438,28 @@ impl Holdings {
             if owners.is_empty() {
                 table.locks.remove(key);
             }
+        }
+        table.released.remember(key, owner);
+    }
+
+    /// Why `owner` does not hold `key`, Redis having refused a request for
+    /// `answer`. When the request was about a holding of this owner's
+    /// (`held` when it left), Redis' answer says how that holding ended;
+    /// otherwise Redis can only tell that the key is not this owner's, and
+    /// this client tells whether the owner released it before.
+    pub(crate) fn refusal(
+        &self,
+        key: &str,
+        owner: &str,
+        held: bool,
+        answer: NotOwnedReason,
+    ) -> NotOwnedReason {
+        if held {
+            answer
+        } else if self.table.lock().unwrap().released.contains(key, owner) {
+            NotOwnedReason::AlreadyReleased
+        } else {
+            NotOwnedReason::NotAcquired
         }
     }
 
@@ -451,7 +486,7 @@ impl Holdings {
 
     /// Marks a holding lost now (an extend or release found it gone).
     pub(crate) fn lose(&self, key: &str, owner: &str, reason: NotOwnedReason) {
-        self.with(key, owner, |h| h.lose(reason.into()));
+        self.with(key, owner, |h| h.lose(lost_by(reason)));
     }
 }
 
@@ -553,8 +588,8 @@ impl Holdings {
                     h.next_renew = sent + h.period();
                     tracing::trace!(lock = %h.terms.name, "renewed");
                 }
-                Some(Err(reason)) if h.releasing => h.refused = Some(reason.into()),
-                Some(Err(reason)) => h.lose(reason.into()),
+                Some(Err(reason)) if h.releasing => h.refused = Some(lost_by(reason)),
+                Some(Err(reason)) => h.lose(lost_by(reason)),
                 None => {
                     // Not confirmed (Redis unreachable or slow): try again soon;
                     // the expiry check reports the loss if it never succeeds.

@@ -1,12 +1,23 @@
 //! The one place that builds the Redis keys of a lock (see the wire protocol in
-//! the README). The braces put every key of one lock in one Cluster slot.
+//! docs/protocol.md). The braces put every key of one lock in one Cluster slot.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use redis::cluster_routing::Slot;
+
+/// The hash slots of Redis Cluster; every deployment counts fencing tokens
+/// per slot, so that the protocol is one.
+const SLOTS: usize = 16_384;
 
 /// The keys and channels of one lock name under one prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Keys {
     /// `P:{NAME}`: the hash holding owner, count and fence; its PEXPIRE is the lease.
     pub lock: String,
-    /// `P:{NAME}:fence`: the fencing counter, INCR per fresh acquisition.
+    /// `P:fence{T}`: the fencing counter of the Cluster slot `P:{NAME}` hashes
+    /// to, INCR per fresh acquisition of any name of that slot. One counter
+    /// per slot rather than per name: released names leave no key behind.
     pub fence: String,
     /// `P:{NAME}:released`: the pub/sub channel announcing full releases.
     pub channel: String,
@@ -24,7 +35,9 @@ impl Keys {
     pub fn new(prefix: &str, name: &str) -> Self {
         let lock = format!("{prefix}:{{{name}}}");
         Keys {
-            fence: format!("{lock}:fence"),
+            // No `:` before the brace: a lock key is always `PREFIX:{...`, so
+            // no lock of any other prefix (`P:fence`, say) has this key.
+            fence: format!("{prefix}:fence{{{}}}", slot_tag(Slot::for_key(&lock))),
             channel: format!("{lock}:released"),
             queue: format!("{lock}:queue"),
             leases: format!("{lock}:leases"),
@@ -39,6 +52,24 @@ impl Keys {
     }
 }
 
+/// The hash tag of a slot's fence counter: the smallest whole number that
+/// hashes to that slot, in decimal (a rule any client can follow). The table
+/// is built once, on the first lock a process names; the largest tag is
+/// 109757.
+fn slot_tag(slot: Slot) -> u32 {
+    static TAGS: OnceLock<HashMap<Slot, u32>> = OnceLock::new();
+    let tags = TAGS.get_or_init(|| {
+        let mut tags = HashMap::with_capacity(SLOTS);
+        let mut n = 0u32;
+        while tags.len() < SLOTS {
+            tags.entry(Slot::for_key(n.to_string())).or_insert(n);
+            n += 1;
+        }
+        tags
+    });
+    tags[&slot]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,10 +78,33 @@ mod tests {
     fn keys_follow_the_wire_protocol() {
         let k = Keys::new("rlock", "product:1001");
         assert_eq!(k.lock, "rlock:{product:1001}");
-        assert_eq!(k.fence, "rlock:{product:1001}:fence");
+        // product:1001 is in slot 181, and 47183 the first number that is.
+        assert_eq!(k.fence, "rlock:fence{47183}");
         assert_eq!(k.channel, "rlock:{product:1001}:released");
         assert_eq!(k.queue, "rlock:{product:1001}:queue");
         assert_eq!(k.leases, "rlock:{product:1001}:leases");
         assert_eq!(k.waiter_channel("c1"), "rlock:{product:1001}:w:c1");
+    }
+
+    #[test]
+    fn the_fence_counter_shares_the_slot_of_the_lock_and_of_no_other_slot() {
+        for name in ["product:1001", "a}b", "odd", "ü", "x{y}"] {
+            let k = Keys::new("app", name);
+            assert_eq!(Slot::for_key(&k.fence), Slot::for_key(&k.lock), "{name}");
+        }
+        // Names of one slot share one counter; of two slots, two.
+        assert_eq!(Keys::new("app", "a}b").fence, Keys::new("app", "a}c").fence);
+        assert_ne!(Keys::new("app", "a").fence, Keys::new("app", "b").fence);
+    }
+
+    #[test]
+    fn every_slot_has_the_smallest_tag_that_hashes_to_it() {
+        for slot in (0..SLOTS as u16).filter_map(Slot::new) {
+            assert_eq!(Slot::for_key(slot_tag(slot).to_string()), slot);
+        }
+        // No number below a tag hashes to that tag's slot.
+        for n in 0..=109_757u32 {
+            assert!(slot_tag(Slot::for_key(n.to_string())) <= n, "{n}");
+        }
     }
 }

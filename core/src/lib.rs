@@ -34,7 +34,10 @@ pub use embed::{driver, spin};
 pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
 pub use keys::Keys;
 pub use lock::{Acquired, Lock};
-pub use options::{LockArgs, LockOptions, Unit, Wait, DEFAULT_TTL, QUEUE_AFTER};
+pub use options::{
+    closest_option, LockArgs, LockOptions, Unit, Wait, DEFAULT_TTL, LONG_TTL, QUEUE_AFTER,
+};
+pub use url::{sentinel_url_from_settings, url_from_settings, ServerSettings};
 
 /// Every argument check of the faces, run before any I/O, beyond a lock's
 /// options (see [`LockArgs::check`]): the name, a lease given to `extend`,

@@ -194,9 +194,14 @@ impl Lock {
     pub async fn finish(&self) -> Result<()> {
         let lost = self.lost();
         let released = self.release().await;
+        // A refusal about a holding this owner had is a loss; one about no
+        // holding (released within the scope already) is reported as it is.
         let reason = match (lost, &released) {
             (Some(reason), _) => reason,
-            (None, Err(Error::NotOwned { reason, .. })) => (*reason).into(),
+            (None, Err(Error::NotOwned { reason, .. })) => match reason.lost() {
+                Some(lost) => lost,
+                None => return released.map(|_| ()),
+            },
             (None, _) => return released.map(|_| ()),
         };
         Err(Error::Lost {
@@ -225,13 +230,14 @@ impl Lock {
         };
         let context = self.context();
         let _request = self.turn.request.lock().await;
+        let view = self.view();
         let sent = Instant::now();
         let outcome = Box::pin(context.deployment.extend(
             &self.keys,
             &self.owner,
             lease.as_millis() as u64,
             self.options.sync_replicas,
-            self.view().map_or(0, |v| v.fence),
+            view.map_or(0, |v| v.fence),
         ))
         .await?;
         match outcome {
@@ -242,7 +248,11 @@ impl Lock {
                     .extended(&self.keys.lock, &self.owner, lease, sent, drift);
                 Ok(())
             }
-            Err(reason) => {
+            Err(answer) => {
+                let reason =
+                    context
+                        .holdings
+                        .refusal(&self.keys.lock, &self.owner, view.is_some(), answer);
                 context.holdings.lose(&self.keys.lock, &self.owner, reason);
                 Err(Error::NotOwned {
                     name: self.name.to_string(),

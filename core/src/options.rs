@@ -9,6 +9,7 @@
 //! [`Opt`], which each face spells its own way, so the message points at what
 //! the user wrote.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -20,6 +21,11 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
 /// The default [`LockOptions::queue_after`]: a few handoffs' time on a LAN.
 pub const QUEUE_AFTER: Duration = Duration::from_millis(10);
+
+/// Leases above this are most likely a unit mistake (a ttl of 10000 meant as
+/// milliseconds is 2.8 hours in seconds): valid, but warned about once (see
+/// [`LockArgs::long_ttl_warning`]).
+pub const LONG_TTL: Duration = Duration::from_secs(3600);
 
 /// The longest lease or wait accepted; anything beyond is a unit mistake.
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
@@ -130,6 +136,8 @@ pub struct LockArgs {
     pub sync_replicas: Option<f64>,
     pub fair: bool,
     pub queue_after: Option<f64>,
+    /// A lease above [`LONG_TTL`] is meant: no warning about it.
+    pub allow_long_ttl: bool,
 }
 
 impl LockArgs {
@@ -146,6 +154,7 @@ impl LockArgs {
             sync_replicas: None,
             fair: defaults.fair,
             queue_after: None,
+            allow_long_ttl: false,
         }
     }
 
@@ -187,6 +196,116 @@ impl LockArgs {
             (true, Some(d)) if d.is_zero() => Wait::Once,
             (true, Some(d)) => Wait::For(d),
         })
+    }
+
+    /// A warning to give when the lease is above [`LONG_TTL`] with neither
+    /// `max_hold` nor `allow_long_ttl` set, the first time only in this
+    /// process (so each face warns once, through its own warning mechanism);
+    /// the options named as `spell` names them. Called once
+    /// [`check`](Self::check) accepted the options.
+    pub fn long_ttl_warning(&self, spell: &dyn Fn(Opt) -> &'static str) -> Option<String> {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        self.long_ttl_warning_once(spell, &WARNED)
+    }
+
+    /// [`long_ttl_warning`](Self::long_ttl_warning) with the "once" flag given.
+    fn long_ttl_warning_once(
+        &self,
+        spell: &dyn Fn(Opt) -> &'static str,
+        warned: &AtomicBool,
+    ) -> Option<String> {
+        let message = self.long_ttl_message(spell)?;
+        (!warned.swap(true, Ordering::Relaxed)).then_some(message)
+    }
+
+    fn long_ttl_message(&self, spell: &dyn Fn(Opt) -> &'static str) -> Option<String> {
+        if self.allow_long_ttl || self.max_hold.is_some() {
+            return None;
+        }
+        let given = self.ttl?;
+        let ttl = lease(Opt::Ttl, given, self.unit).ok()?;
+        if ttl <= LONG_TTL {
+            return None;
+        }
+        let hours = ttl.as_secs_f64() / 3600.0;
+        let span = if hours < 48.0 {
+            format!("{hours:.1} hours")
+        } else {
+            format!("{:.1} days", hours / 24.0)
+        };
+        let unit = match self.unit {
+            Unit::Seconds => "seconds",
+            Unit::Millis => "milliseconds",
+        };
+        let name = spell(Opt::Ttl);
+        Some(format!(
+            "{name}={given} is a lease of {span}, as {name} counts {unit}; set {} or {} if a lease that long is meant",
+            spell(Opt::MaxHold),
+            spell(Opt::AllowLongTtl),
+        ))
+    }
+}
+
+/// The known option name nearest to `unknown`, for a face's "unknown option"
+/// message; `None` when none is reasonably close. Names are compared without
+/// case, word separators (`_`, `-`) or a unit suffix (`ms`), so `timeout`
+/// finds `timeoutMs` and `autoRenew` finds `auto_renew`; then a name that
+/// ends or starts with another (`acquireTimeout`, `timeoutMs`) is close, and
+/// else the nearest by edit distance, when few enough edits apart.
+pub fn closest_option<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
+    let wanted = stem(unknown);
+    if wanted.is_empty() {
+        return None;
+    }
+    let similarity = |name: &str| strsim::normalized_damerau_levenshtein(&wanted, &stem(name));
+    let best_of = |candidates: Vec<&'a str>| {
+        candidates
+            .into_iter()
+            .max_by(|a, b| similarity(a).total_cmp(&similarity(b)))
+    };
+    let exact: Vec<&str> = known
+        .iter()
+        .copied()
+        .filter(|k| stem(k) == wanted)
+        .collect();
+    if let Some(found) = best_of(exact) {
+        return Some(found);
+    }
+    // A name inside another, at either end: at least three letters, so that
+    // a stray short word does not match every name that happens to hold it.
+    let contained = known
+        .iter()
+        .copied()
+        .filter(|k| {
+            let name = stem(k);
+            let (short, long) = if name.len() < wanted.len() {
+                (&name, &wanted)
+            } else {
+                (&wanted, &name)
+            };
+            short.len() >= 3 && (long.starts_with(short.as_str()) || long.ends_with(short.as_str()))
+        })
+        .collect();
+    if let Some(found) = best_of(contained) {
+        return Some(found);
+    }
+    // Nearer than this is a typo (a letter or two in a short name); farther
+    // is another word.
+    const CLOSE: f64 = 0.6;
+    best_of(known.to_vec()).filter(|k| similarity(k) >= CLOSE)
+}
+
+/// A name as [`closest_option`] compares it: lower case, no separators, no
+/// unit suffix.
+fn stem(name: &str) -> String {
+    let flat: String = name
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect();
+    match flat.strip_suffix("ms") {
+        Some(stem) if !stem.is_empty() => stem.to_owned(),
+        _ => flat,
     }
 }
 
@@ -405,6 +524,119 @@ mod tests {
                 matches!(&err, Error::InvalidArgument(i) if i.option == Some(Opt::SyncReplicas)),
                 "{bad}: {err:?}"
             );
+        }
+    }
+
+    fn long_ttl(ttl: f64, unit: Unit) -> LockArgs {
+        LockArgs {
+            ttl: Some(ttl),
+            ..LockArgs::new(unit)
+        }
+    }
+
+    #[test]
+    fn a_lease_above_an_hour_is_warned_about_unless_it_is_meant() {
+        let spell: &dyn Fn(Opt) -> &'static str = &Opt::name;
+        let message = long_ttl(10_000.0, Unit::Seconds).long_ttl_message(spell);
+        assert_eq!(
+            message.as_deref(),
+            Some("ttl=10000 is a lease of 2.8 hours, as ttl counts seconds; set max_hold or allow_long_ttl if a lease that long is meant")
+        );
+        let node = |o: Opt| match o {
+            Opt::Ttl => "ttlMs",
+            Opt::MaxHold => "maxHoldMs",
+            _ => "allowLongTtl",
+        };
+        let message = long_ttl(3.0 * 24.0 * 3600e3, Unit::Millis).long_ttl_message(&node);
+        assert_eq!(
+            message.as_deref(),
+            Some("ttlMs=259200000 is a lease of 3.0 days, as ttlMs counts milliseconds; set maxHoldMs or allowLongTtl if a lease that long is meant")
+        );
+        for quiet in [
+            long_ttl(3600.0, Unit::Seconds),
+            long_ttl(3_600_000.0, Unit::Millis),
+            long_ttl(10_000.0, Unit::Millis),
+            LockArgs::new(Unit::Seconds),
+            LockArgs {
+                max_hold: Some(20_000.0),
+                ..long_ttl(10_000.0, Unit::Seconds)
+            },
+            LockArgs {
+                allow_long_ttl: true,
+                ..long_ttl(10_000.0, Unit::Seconds)
+            },
+        ] {
+            assert_eq!(quiet.long_ttl_message(spell), None, "{quiet:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_lease_is_warned_about_once_per_process() {
+        let spell: &dyn Fn(Opt) -> &'static str = &Opt::name;
+        let warned = AtomicBool::new(false);
+        let long = long_ttl(10_000.0, Unit::Seconds);
+        let short = long_ttl(30.0, Unit::Seconds);
+        assert_eq!(short.long_ttl_warning_once(spell, &warned), None);
+        assert!(
+            long.long_ttl_warning_once(spell, &warned).is_some(),
+            "a quiet lease does not use up the warning"
+        );
+        assert_eq!(long.long_ttl_warning_once(spell, &warned), None);
+        assert_eq!(
+            long_ttl(90_000.0, Unit::Seconds).long_ttl_warning_once(spell, &warned),
+            None
+        );
+    }
+
+    #[test]
+    fn the_closest_option_is_found_across_case_separators_and_units() {
+        let node = [
+            "ttlMs",
+            "timeoutMs",
+            "autoRenew",
+            "maxHoldMs",
+            "syncReplicas",
+            "fair",
+            "queueAfterMs",
+            "allowLongTtl",
+        ];
+        for (given, meant) in [
+            ("timeout", "timeoutMs"),
+            ("acquireTimeout", "timeoutMs"),
+            ("ttl", "ttlMs"),
+            ("TTL", "ttlMs"),
+            ("auto_renew", "autoRenew"),
+            ("renew", "autoRenew"),
+            ("maxHold", "maxHoldMs"),
+            ("timoutMs", "timeoutMs"),
+            ("queue_after_ms", "queueAfterMs"),
+            ("syncReplica", "syncReplicas"),
+        ] {
+            assert_eq!(closest_option(given, &node), Some(meant), "{given}");
+        }
+        let python = [
+            "ttl",
+            "timeout",
+            "blocking",
+            "auto_renew",
+            "max_hold",
+            "sync_replicas",
+            "fair",
+            "queue_after",
+            "allow_long_ttl",
+        ];
+        for (given, meant) in [
+            ("ttl_ms", "ttl"),
+            ("timeoutMs", "timeout"),
+            ("tll", "ttl"),
+            ("blockng", "blocking"),
+            ("autorenew", "auto_renew"),
+        ] {
+            assert_eq!(closest_option(given, &python), Some(meant), "{given}");
+        }
+        for far in ["colour", "x", "", "ms", "retries", "lease"] {
+            assert_eq!(closest_option(far, &python), None, "{far}");
+            assert_eq!(closest_option(far, &node), None, "{far}");
         }
     }
 

@@ -17,12 +17,128 @@ pub fn checked(raw: &str) -> Result<String> {
     Ok(target.display)
 }
 
+/// An application's settings for one Redis server (or one Sentinel), as a
+/// face finds them on a client the application made already (redis-py's
+/// connection kwargs, ioredis' options), to be turned into a URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSettings {
+    pub host: String,
+    pub port: u16,
+    pub db: i64,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub tls: bool,
+}
+
+/// The characters escaped in a URL's user and password: all but unreserved.
+const USERINFO: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The URL of one server: `redis://` (`rediss://` with TLS), the user and
+/// password percent-encoded, checked as any URL given directly.
+pub fn url_from_settings(s: &ServerSettings) -> Result<String> {
+    if s.db < 0 || s.db > i64::from(u16::MAX) {
+        return Err(Error::invalid(format!(
+            "the database number must be between 0 and {}, got {}",
+            u16::MAX,
+            s.db
+        )));
+    }
+    let scheme = if s.tls { "rediss" } else { "redis" };
+    let auth = userinfo(s.username.as_deref(), s.password.as_deref());
+    let url = format!("{scheme}://{auth}{}/{}", address(&s.host, s.port)?, s.db);
+    checked(&url)?;
+    Ok(url)
+}
+
+/// The `redis+sentinel://` URL of a Sentinel group: `sentinels` are the
+/// Sentinels' addresses; `db`, `username` and `password` are the master's.
+/// The form has no room for TLS nor for the Sentinels' own credentials, so
+/// those are refused rather than dropped.
+pub fn sentinel_url_from_settings(
+    master: &str,
+    sentinels: &[ServerSettings],
+    db: i64,
+    username: Option<&str>,
+    password: Option<&str>,
+    tls: bool,
+) -> Result<String> {
+    if tls || sentinels.iter().any(|s| s.tls) {
+        return Err(Error::invalid(
+            "a redis+sentinel:// URL cannot use TLS: connect to the master's rediss:// URL instead",
+        ));
+    }
+    if sentinels
+        .iter()
+        .any(|s| s.username.is_some() || s.password.is_some())
+    {
+        return Err(Error::invalid(
+            "a redis+sentinel:// URL cannot carry the Sentinels' own username or password (only the master's)",
+        ));
+    }
+    if sentinels.is_empty() {
+        return Err(Error::invalid("at least one Sentinel is needed"));
+    }
+    if master.is_empty() || master.contains(['/', ',', '@']) {
+        return Err(Error::invalid(format!(
+            "a Sentinel master name must be non-empty, without '/', ',' or '@', got {master:?}"
+        )));
+    }
+    if db < 0 {
+        return Err(Error::invalid(format!(
+            "the database number must be 0 or more, got {db}"
+        )));
+    }
+    let hosts = sentinels
+        .iter()
+        .map(|s| address(&s.host, s.port))
+        .collect::<Result<Vec<_>>>()?
+        .join(",");
+    let url = format!(
+        "redis+sentinel://{}{hosts}/{master}/{db}",
+        userinfo(username, password)
+    );
+    sentinel_endpoint(&url)?;
+    Target::parse(&url)?;
+    Ok(url)
+}
+
+/// `user:password@`, `user@`, `:password@` or nothing, percent-encoded.
+fn userinfo(username: Option<&str>, password: Option<&str>) -> String {
+    let encode = |s: &str| percent_encoding::utf8_percent_encode(s, USERINFO).to_string();
+    match (username, password) {
+        (None, None) => String::new(),
+        (Some(user), None) => format!("{}@", encode(user)),
+        (user, Some(pass)) => format!("{}:{}@", encode(user.unwrap_or_default()), encode(pass)),
+    }
+}
+
+/// `host:port`, an IPv6 address in brackets.
+fn address(host: &str, port: u16) -> Result<String> {
+    if host.is_empty()
+        || host.contains(['/', '@', ',', '?', '#'])
+        || host.contains(char::is_whitespace)
+    {
+        return Err(Error::invalid(format!("bad Redis host {host:?}")));
+    }
+    Ok(if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    })
+}
+
 /// A parsed, checked server URL.
 pub(crate) struct Target {
     pub(crate) url: String,
     pub(crate) display: String,
     pub(crate) secrets: Vec<String>,
     pub(crate) sentinel: bool,
+    /// The server as errors name it: `host:port`, or the Sentinels' list.
+    pub(crate) address: String,
 }
 
 impl Target {
@@ -41,6 +157,7 @@ impl Target {
             }
         };
         // Sentinel lists several hosts; check the rest with the first one.
+        let mut sentinels = String::new();
         let first_host = if sentinel {
             let (head, tail) = raw.split_once("://").unwrap_or_default();
             let (auth, rest) = match tail.rsplit_once('@') {
@@ -49,6 +166,7 @@ impl Target {
             };
             let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
             let host = hosts.split(',').next().unwrap_or_default();
+            sentinels = format!("Sentinel {hosts}");
             if path.is_empty() {
                 return Err(Error::invalid(
                     "a redis+sentinel:// URL needs /service-name",
@@ -81,11 +199,18 @@ impl Target {
         let display = secrets.iter().fold(raw.to_owned(), |shown, s| {
             shown.replace(&format!(":{s}@"), ":***@")
         });
+        let address = if sentinel {
+            sentinels
+        } else {
+            let host = url.host_str().unwrap_or_default();
+            format!("{host}:{}", url.port().unwrap_or(6379))
+        };
         Ok(Target {
             url: raw.to_owned(),
             display,
             secrets,
             sentinel,
+            address,
         })
     }
 
@@ -201,6 +326,13 @@ mod tests {
             checked("redis://127.0.0.1:1").unwrap(),
             "redis://127.0.0.1:1"
         );
+        for (url, address) in [
+            ("redis://:hunter2@127.0.0.1:1/0", "127.0.0.1:1"),
+            ("rediss://u:p@[::1]/0", "[::1]:6379"),
+            ("redis+sentinel://:p@a:1,b:2/m", "Sentinel a:1,b:2"),
+        ] {
+            assert_eq!(Target::parse(url).unwrap().address, address);
+        }
         for bad in [
             "http://127.0.0.1:1",
             "redis://",
@@ -212,5 +344,70 @@ mod tests {
         }
         let err = checked("http://u:hunter2@127.0.0.1:1").unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    fn settings(host: &str, port: u16) -> ServerSettings {
+        ServerSettings {
+            host: host.to_owned(),
+            port,
+            db: 0,
+            username: None,
+            password: None,
+            tls: false,
+        }
+    }
+
+    #[test]
+    fn settings_become_a_url_with_user_and_password_encoded() {
+        assert_eq!(
+            url_from_settings(&settings("localhost", 6379)).unwrap(),
+            "redis://localhost:6379/0"
+        );
+        let full = ServerSettings {
+            db: 3,
+            username: Some("app user".into()),
+            password: Some("p@ss:w/rd%".into()),
+            tls: true,
+            ..settings("::1", 6380)
+        };
+        let url = url_from_settings(&full).unwrap();
+        assert_eq!(url, "rediss://app%20user:p%40ss%3Aw%2Frd%25@[::1]:6380/3");
+        let target = Target::parse(&url).unwrap();
+        assert!(target.secrets.contains(&"p@ss:w/rd%".to_owned()));
+        let password_only = ServerSettings {
+            password: Some("s".into()),
+            ..settings("h", 1)
+        };
+        assert_eq!(
+            url_from_settings(&password_only).unwrap(),
+            "redis://:s@h:1/0"
+        );
+        for bad in [
+            settings("", 1),
+            settings("a/b", 1),
+            ServerSettings {
+                db: -1,
+                ..settings("h", 1)
+            },
+        ] {
+            assert!(url_from_settings(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sentinel_settings_become_the_sentinel_url_form() {
+        let sentinels = [settings("10.0.0.1", 26379), settings("10.0.0.2", 26380)];
+        assert_eq!(
+            sentinel_url_from_settings("mymaster", &sentinels, 2, None, Some("pw"), false).unwrap(),
+            "redis+sentinel://:pw@10.0.0.1:26379,10.0.0.2:26380/mymaster/2"
+        );
+        assert!(sentinel_url_from_settings("mymaster", &sentinels, 0, None, None, true).is_err());
+        assert!(sentinel_url_from_settings("", &sentinels, 0, None, None, false).is_err());
+        assert!(sentinel_url_from_settings("m", &[], 0, None, None, false).is_err());
+        let with_auth = [ServerSettings {
+            password: Some("x".into()),
+            ..settings("h", 26379)
+        }];
+        assert!(sentinel_url_from_settings("m", &with_auth, 0, None, None, false).is_err());
     }
 }

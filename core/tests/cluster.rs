@@ -23,8 +23,10 @@ async fn locks_on_names_over_every_master_work_without_crossslot_errors() {
         let name = format!("item:{i}");
         masters.insert(cluster.master_of(&format!("rlock:{{{name}}}")));
         let lock = client.lock(&name).unwrap();
-        let held = lock.acquire(Wait::Once).await.unwrap();
-        assert_eq!(held.fencing_token, 1);
+        // The fence counter lives in the lock's slot, as the node hashes keys.
+        let (keys, node) = (lock.keys(), &cluster.nodes[0]);
+        assert_eq!(node.keyslot(&keys.fence), node.keyslot(&keys.lock));
+        lock.acquire(Wait::Once).await.unwrap();
         lock.extend(None).await.unwrap();
         let state = lock.state().await.unwrap();
         assert_eq!(state.owner.as_deref(), Some(lock.owner()));

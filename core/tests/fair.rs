@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, Error, Lock, LockOptions, Wait};
-use rlock_test_support::{contend, eventually, finished, worker_args, worker_command, RedisServer};
+use rlock_test_support::{
+    contend, eventually, finished, until_in_line, worker_args, worker_command, RedisServer,
+};
 
 fn fair(ttl: Duration) -> LockOptions {
     LockOptions::default().ttl(ttl).fair(true)
@@ -15,19 +17,6 @@ fn fair(ttl: Duration) -> LockOptions {
 
 async fn waiting(lock: &Lock) -> u32 {
     lock.state().await.unwrap().waiting
-}
-
-/// Waits until `n` waiters are in line.
-async fn until_in_line(lock: &Lock, n: u32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let now = waiting(lock).await;
-        if now == n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{now} in line, expected {n}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -267,13 +267,13 @@ async fn a_fence_counter_of_another_type_counts_as_busy_and_names_the_key() {
     let server = RedisServer::start();
     let client = Client::connect(&server.url()).await.unwrap();
     let mut c = server.conn();
-    let _: () = c.hset("rlock:{odd}:fence", "a", "b").unwrap();
     let lock = client.lock("odd").unwrap();
+    let _: () = c.hset(&lock.keys().fence, "a", "b").unwrap();
     match lock.acquire(Wait::For(Duration::from_millis(100))).await {
         Err(Error::Timeout {
             cause: Some(cause), ..
         }) => {
-            assert!(cause.contains("rlock:{odd}:fence"), "{cause}")
+            assert!(cause.contains(&lock.keys().fence), "{cause}")
         }
         other => panic!("{other:?}"),
     }

@@ -11,6 +11,7 @@
 //! `properties.proptest-regressions` beside this file and replays first on
 //! every later run.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -65,7 +66,8 @@ fn check<S: Strategy>(
 // 1. Operation sequences against the model
 // ---------------------------------------------------------------------------
 
-const LOCK_NAMES: [&str; 2] = ["seq-a", "seq-b"];
+/// Two names of one Cluster slot: two locks that share one fence counter.
+const LOCK_NAMES: [&str; 2] = ["seq-a", "seq-nvq"];
 
 /// Who acts: six handles over five owners in two clients. Two `lock()`
 /// handles are two owners; two `lock_as` handles of one unit in one client are
@@ -179,8 +181,21 @@ enum Answer {
 #[derive(Debug, Default)]
 struct LockModel {
     holding: Option<Holding>,
-    /// The last fencing token issued (the fence counter; 0: none yet).
-    issued: u64,
+    /// What each owner's client knows of the owner's own holding: it names
+    /// the reason of a refusal.
+    local: [Local; 5],
+}
+
+/// One owner's holding as its client sees it.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+enum Local {
+    /// Never held (or not since the client last forgot it).
+    #[default]
+    None,
+    /// Held, `count` deep, and whether a refusal showed it lost.
+    Held { count: u32, lost: bool },
+    /// Its release was answered: remembered as released.
+    Released,
 }
 
 #[derive(Debug)]
@@ -196,14 +211,31 @@ struct Holding {
 }
 
 impl LockModel {
-    /// Applies `op`, sent at `sent`, and returns what the protocol must answer.
-    fn apply(&mut self, op: Op, sent: Instant) -> Answer {
+    /// Applies `op`, sent at `sent`, and returns what the protocol must
+    /// answer; `issued` is the last fencing token issued in the name's slot
+    /// (its fence counter; 0: none yet).
+    fn apply(&mut self, op: Op, sent: Instant, issued: &mut u64) -> Answer {
         match op {
-            Op::Acquire { who, .. } | Op::AcquireWaiting { who, .. } => self.acquire(who, sent),
+            Op::Acquire { who, .. } | Op::AcquireWaiting { who, .. } => {
+                self.acquire(who, sent, issued)
+            }
             Op::Release { who, .. } => {
+                let owner = Cast::OWNER[who];
                 let h = match self.owned_by(who) {
                     Ok(h) => h,
-                    Err(reason) => return Answer::NotOwned(reason),
+                    Err(reason) => {
+                        // A nested holding refused stays, lost, for its outer
+                        // scope; any other is forgotten as released.
+                        self.local[owner] = match self.local[owner] {
+                            Local::Held { count, lost: false } if count > 1 => Local::Held {
+                                count: 0,
+                                lost: true,
+                            },
+                            Local::Held { .. } => Local::Released,
+                            other => other,
+                        };
+                        return Answer::NotOwned(reason);
+                    }
                 };
                 h.count -= 1;
                 let remaining = h.count;
@@ -215,10 +247,21 @@ impl LockModel {
                 h.longest = h.longest.max(Cast::options(who).ttl);
                 if remaining == 0 {
                     self.holding = None;
+                    self.local[owner] = Local::Released;
+                } else {
+                    self.local[owner] = Local::Held {
+                        count: remaining,
+                        lost: false,
+                    };
                 }
                 Answer::Released { remaining }
             }
             Op::Extend { who, ttl_s, .. } => {
+                let owner = Cast::OWNER[who];
+                let refused = self.owned_by(who).is_err();
+                if let (true, Local::Held { count, .. }) = (refused, self.local[owner]) {
+                    self.local[owner] = Local::Held { count, lost: true };
+                }
                 self.owned_by(who).map_or_else(Answer::NotOwned, |h| {
                     let lease = ttl_s.map_or(Cast::options(who).ttl, Duration::from_secs);
                     h.lease = Some((lease, sent));
@@ -233,21 +276,32 @@ impl LockModel {
         }
     }
 
-    fn acquire(&mut self, who: usize, sent: Instant) -> Answer {
+    fn acquire(&mut self, who: usize, sent: Instant, issued: &mut u64) -> Answer {
+        let answer = self.acquire_in_redis(who, sent, issued);
+        if let Answer::Acquired(a) = answer {
+            self.local[Cast::OWNER[who]] = Local::Held {
+                count: a.count,
+                lost: false,
+            };
+        }
+        answer
+    }
+
+    fn acquire_in_redis(&mut self, who: usize, sent: Instant, issued: &mut u64) -> Answer {
         let owner = Cast::OWNER[who];
         let lease = Cast::first_lease(who);
         match &mut self.holding {
             None => {
-                self.issued += 1;
+                *issued += 1;
                 self.holding = Some(Holding {
                     owner,
                     count: 1,
-                    fence: self.issued,
+                    fence: *issued,
                     lease: Some((lease, sent)),
                     longest: lease,
                 });
                 Answer::Acquired(Acquired {
-                    fencing_token: self.issued,
+                    fencing_token: *issued,
                     count: 1,
                 })
             }
@@ -264,12 +318,20 @@ impl LockModel {
         }
     }
 
-    /// The holding when `who`'s owner holds it, else why not.
+    /// The holding when `who`'s owner holds it, else why not: how its own
+    /// holding ended when its client has one, else whether it released it.
     fn owned_by(&mut self, who: usize) -> Result<&mut Holding, NotOwnedReason> {
-        match &mut self.holding {
-            None => Err(NotOwnedReason::Expired),
-            Some(h) if h.owner == Cast::OWNER[who] => Ok(h),
-            Some(_) => Err(NotOwnedReason::HeldByAnother),
+        let owner = Cast::OWNER[who];
+        let reason = match (&self.holding, self.local[owner]) {
+            (Some(h), _) if h.owner == owner => None,
+            (_, Local::Released) => Some(NotOwnedReason::AlreadyReleased),
+            (_, Local::None) => Some(NotOwnedReason::NotAcquired),
+            (None, Local::Held { .. }) => Some(NotOwnedReason::Expired),
+            (Some(_), Local::Held { .. }) => Some(NotOwnedReason::HeldByAnother),
+        };
+        match reason {
+            Some(reason) => Err(reason),
+            None => Ok(self.holding.as_mut().expect("held by this owner")),
         }
     }
 }
@@ -359,6 +421,9 @@ async fn run_sequence(redis: &RedisServer, ops: &[Op]) -> Result<usize, TestCase
     let b = Client::connect(&redis.url()).await.unwrap();
     let locks = Cast::handles(&a, &b);
     let mut model: Vec<LockModel> = LOCK_NAMES.iter().map(|_| LockModel::default()).collect();
+    let counters: HashSet<String> = locks.iter().map(|l| l[0].keys().fence.clone()).collect();
+    prop_assert_eq!(counters.len(), 1, "the names share one fence counter");
+    let mut issued = 0;
     for (step, &op) in ops.iter().enumerate() {
         let (name, who) = match op {
             Op::Acquire { who, name }
@@ -368,7 +433,7 @@ async fn run_sequence(redis: &RedisServer, ops: &[Op]) -> Result<usize, TestCase
             Op::Expire { name } => (name, None),
         };
         let sent = Instant::now();
-        let expected = model[name].apply(op, sent);
+        let expected = model[name].apply(op, sent, &mut issued);
         let got = perform(redis, &locks, op)
             .await
             .map_err(TestCaseError::fail)?;
@@ -394,8 +459,8 @@ async fn run_sequence(redis: &RedisServer, ops: &[Op]) -> Result<usize, TestCase
         // Every lock name's state in Redis matches the model after every step.
         for (n, m) in model.iter().enumerate() {
             let state = locks[n][0].state().await.unwrap();
-            let issued = (m.issued > 0).then_some(m.issued);
-            prop_assert_eq!(state.fence_counter, issued, "step {} fence counter", step);
+            let counter = (issued > 0).then_some(issued);
+            prop_assert_eq!(state.fence_counter, counter, "step {} fence counter", step);
             let Some(h) = &m.holding else {
                 prop_assert!(!state.held, "step {}: {:?} should be free", step, state);
                 continue;
@@ -536,18 +601,19 @@ async fn check_name(
     prop_assert_eq!(redis.keyslot(&keys.fence), slot);
     prop_assert_eq!(redis.keyslot(&keys.channel), slot);
 
-    // Taken: Redis holds exactly these keys, and the state says so.
+    // Taken: Redis holds exactly these keys, and the state says so (the
+    // slot's counter issued this token: no other name was taken since the
+    // flush).
     let held = lock.acquire(Wait::Once).await.unwrap();
-    prop_assert_eq!(held.fencing_token, 1);
     let mut conn = redis.conn();
     let owner: Option<String> = conn.hget(&keys.lock, "owner").unwrap();
     prop_assert_eq!(owner.as_deref(), Some(lock.owner()));
     let counter: Option<u64> = conn.get(&keys.fence).unwrap();
-    prop_assert_eq!(counter, Some(1));
+    prop_assert_eq!(counter, Some(held.fencing_token));
     let state = lock.state().await.unwrap();
     prop_assert!(state.held);
     prop_assert_eq!(state.owner.as_deref(), Some(lock.owner()));
-    prop_assert_eq!((state.count, state.fence), (1, Some(1)));
+    prop_assert_eq!((state.count, state.fence), (1, Some(held.fencing_token)));
     prop_assert_eq!(lock.acquire(Wait::Once).await.unwrap().count, 2);
 
     // Another client waits on the name's release channel (or, when it stood
@@ -570,14 +636,21 @@ async fn check_name(
     // The holder's lease had 30 s left: only the release message wakes it now.
     let woke = tokio::time::timeout(Duration::from_secs(5), waiting).await;
     let next = woke.map_err(|_| TestCaseError::fail("the waiter was not woken"))?;
-    prop_assert_eq!(next.unwrap().unwrap().fencing_token, 2);
+    let next = next.unwrap().unwrap().fencing_token;
+    prop_assert!(
+        next > held.fencing_token,
+        "{} after {}",
+        next,
+        held.fencing_token
+    );
     prop_assert_eq!(other.release().await.unwrap(), 0);
 
-    // Released: the lock key is gone, the fence counter stays.
+    // Released: of the name's keys only the slot's fence counter stays.
     prop_assert!(!lock.locked().await.unwrap());
-    prop_assert!(!conn.exists::<_, bool>(&keys.lock).unwrap());
+    let left: Vec<String> = conn.keys("*").unwrap();
+    prop_assert_eq!(left, vec![keys.fence.clone()]);
     let counter: Option<u64> = conn.get(&keys.fence).unwrap();
-    prop_assert_eq!(counter, Some(2));
+    prop_assert_eq!(counter, Some(next));
     Ok(())
 }
 

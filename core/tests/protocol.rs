@@ -1,4 +1,4 @@
-//! The wire: the keys of the README's Wire protocol, two commands per uncontended cycle (and
+//! The wire: the keys of docs/protocol.md, two commands per uncontended cycle (and
 //! what their scripts run), scripts that survive SCRIPT FLUSH, and the
 //! owner-checked scripts' answers as another client sending them sees them.
 
@@ -67,9 +67,11 @@ async fn keys_follow_the_documented_layout() {
     assert_eq!(fields["count"], "1");
     assert_eq!(fields["fence"], held.fencing_token.to_string());
     assert!(lock.owner().starts_with(client.id()));
-    let counter: u64 = c.get("app:{product:1001}:fence").unwrap();
+    // The counter of the name's slot (181), tagged with the smallest number
+    // of that slot; it issued this token, the first taken in that slot.
+    let counter: u64 = c.get("app:fence{47183}").unwrap();
     assert_eq!(counter, held.fencing_token);
-    let fence_ttl: i64 = c.pttl("app:{product:1001}:fence").unwrap();
+    let fence_ttl: i64 = c.pttl("app:fence{47183}").unwrap();
     assert_eq!(fence_ttl, -1, "the fence counter never expires");
     let lease: i64 = c.pttl("app:{product:1001}").unwrap();
     assert!(
@@ -80,6 +82,11 @@ async fn keys_follow_the_documented_layout() {
     assert_eq!(state.fence, Some(held.fencing_token));
     assert_eq!(state.count, 1);
     assert_eq!(state.fence_counter, Some(held.fencing_token));
+
+    // Released: nothing of the name is left, only its slot's counter.
+    lock.release().await.unwrap();
+    let left: Vec<String> = c.keys("*").unwrap();
+    assert_eq!(left, ["app:fence{47183}"]);
 }
 
 /// A script as the README tells another client to send it: the helper files
@@ -99,10 +106,11 @@ fn script(files: &[&str]) -> redis::Script {
 /// another client would send them.
 fn release_and_extend(c: &mut redis::Connection, name: &str) -> redis::RedisResult<(i64, i64)> {
     let key = format!("rlock:{{{name}}}");
+    let fence = rlock_core::Keys::new("rlock", name).fence;
     let released: i64 = script(&["holding.lua", "queue.lua", "release.lua"])
         .key(&key)
         .key(format!("{key}:released"))
-        .key(format!("{key}:fence"))
+        .key(fence)
         .key(format!("{key}:queue"))
         .key(format!("{key}:leases"))
         .arg("me:1")

@@ -30,7 +30,6 @@ async fn a_lock_is_taken_on_every_node_and_released_everywhere() {
     assert!(client.is_redlock());
     let lock = client.lock("job").unwrap();
     let held = lock.acquire(Wait::Once).await.unwrap();
-    assert_eq!(held.fencing_token, 1);
     // Acquisition returns once a majority granted (the requests still in
     // flight to the others may land or not).
     assert!(held_on(&nodes, "rlock:{job}") >= 3);
@@ -40,7 +39,12 @@ async fn a_lock_is_taken_on_every_node_and_released_everywhere() {
     assert!(lock.locked().await.unwrap());
     lock.release().await.unwrap();
     assert_eq!(held_on(&nodes, "rlock:{job}"), 0);
-    assert_eq!(other.acquire(Wait::Once).await.unwrap().fencing_token, 2);
+    let next = other.acquire(Wait::Once).await.unwrap().fencing_token;
+    assert!(
+        next > held.fencing_token,
+        "{next} after {}",
+        held.fencing_token
+    );
 }
 
 #[tokio::test]
@@ -157,7 +161,8 @@ async fn a_dead_master_fails_at_once_and_costs_no_operation_its_node_timeout() {
     lock.acquire(Wait::For(Duration::from_secs(5)))
         .await
         .unwrap();
-    let attempts: u64 = nodes[1].conn().get("rlock:{split}:fence").unwrap();
+    // The slot's counter, which no other name of this test shares.
+    let attempts: u64 = nodes[1].conn().get(&lock.keys().fence).unwrap();
     assert!(
         attempts < 100,
         "{attempts} attempts while the rival's 1 s grant lasted"

@@ -229,7 +229,11 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
         .ttl(Duration::from_secs(20))
         .fair(true);
     let first = holder.lock_with("acl-fair", fair.clone()).unwrap();
-    first.acquire(Wait::Once).await.map_err(e("fair acquire"))?;
+    let first_token = first
+        .acquire(Wait::Once)
+        .await
+        .map_err(e("fair acquire"))?
+        .fencing_token;
     let queued = other.lock_with("acl-fair", fair.clone()).unwrap();
     let waiting = tokio::spawn({
         let queued = queued.clone();
@@ -263,8 +267,11 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
         .map_err(|_| "the fair waiter was not handed the lock".to_string())?
         .unwrap()
         .map_err(e("handed"))?;
-    if handed.fencing_token <= 1 {
-        return Err(format!("handoff token {}", handed.fencing_token));
+    if handed.fencing_token <= first_token {
+        return Err(format!(
+            "handoff token {} after {first_token}",
+            handed.fencing_token
+        ));
     }
     queued.release().await.map_err(e("fair waiter release"))?;
 

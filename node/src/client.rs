@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{Buffer, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, FnArgs, Function, JsObjectValue, Object, PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
 use rlock_core::{Client, ClientOptions};
 
 use crate::error::{ErrorFactory, Errors, Failure};
 use crate::lock::NativeLock;
-use crate::options::LockOptions;
+use crate::options::{option_name, LockOptions};
 use crate::runtime;
 
 /// A connection to one Redis deployment, shared by the locks made from it.
@@ -50,16 +50,30 @@ pub fn connect<'env>(
 
 #[napi]
 impl NativeClient {
-    /// A lock owned by a new handle. Every option is checked here, before
-    /// any I/O, so bad options throw at `client.lock()`.
+    /// A lock owned by `owner`, a unit the JS face chooses (a handle of its
+    /// own, or the `using()` scope of the calling flow that holds `name`).
+    /// Every option is checked here, before any I/O, so bad options throw at
+    /// `client.lock()`; a lease that looks like a unit mistake warns once.
     #[napi(catch_unwind)]
-    pub fn lock(&self, env: &Env, name: String, options: LockOptions) -> napi::Result<NativeLock> {
-        let made = || -> Result<NativeLock, Failure> {
-            let (options, wait) = options.args()?.check()?;
-            let lock = self.inner.lock_with(&name, options)?;
-            Ok(NativeLock::new(lock, wait, self.errors.clone()))
+    pub fn lock(
+        &self,
+        env: &Env,
+        name: String,
+        options: LockOptions,
+        owner: String,
+    ) -> napi::Result<NativeLock> {
+        let made = || -> Result<(NativeLock, Option<String>), Failure> {
+            let args = options.args()?;
+            let (options, wait) = args.check()?;
+            let lock = self.inner.lock_as(&name, options, &owner)?;
+            let warning = args.long_ttl_warning(&option_name);
+            Ok((NativeLock::new(lock, wait, self.errors.clone()), warning))
         };
-        made().map_err(|f| self.errors.to_js(env, f))
+        let (lock, warning) = made().map_err(|f| self.errors.to_js(env, f))?;
+        if let Some(message) = warning {
+            emit_warning(env, message, "RLOCK_LONG_TTL")?;
+        }
+        Ok(lock)
     }
 
     /// Closes the client (see the core's `Client::close`): held locks are
@@ -78,4 +92,16 @@ impl NativeClient {
             |()| (),
         )
     }
+}
+
+/// `process.emitWarning(message, { code })`: Node's own channel for
+/// warnings, which the application can listen to or silence.
+fn emit_warning(env: &Env, message: String, code: &str) -> napi::Result<()> {
+    let process: Object = env.get_global()?.get_named_property("process")?;
+    let emit: Function<FnArgs<(String, Object)>, Unknown> =
+        process.get_named_property("emitWarning")?;
+    let mut options = Object::new(env)?;
+    options.set("code", code)?;
+    emit.apply(process, (message, options).into())?;
+    Ok(())
 }

@@ -11,6 +11,8 @@ use napi::bindgen_prelude::{FnArgs, FunctionRef, Unknown};
 use napi::Env;
 use rlock_core::Opt;
 
+use crate::options::option_name;
+
 /// `makeError(category, message, reason)` from `node/index.js`.
 pub type ErrorFactory = FunctionRef<FnArgs<ErrorParts>, Unknown<'static>>;
 type ErrorParts = (&'static str, String, Option<&'static str>);
@@ -32,21 +34,6 @@ pub enum Failure {
     /// The wait was cancelled through its `AbortSignal`; the JS face rejects
     /// with the signal's own reason instead.
     Aborted,
-}
-
-/// A lock option as the JS face names it (`LockOptions` of `index.d.ts`).
-fn option_name(option: Opt) -> &'static str {
-    match option {
-        Opt::Ttl => "ttlMs",
-        Opt::Timeout => "timeoutMs",
-        // No such option in JS: a `timeoutMs` of 0 is one attempt.
-        Opt::Blocking => "blocking",
-        Opt::AutoRenew => "autoRenew",
-        Opt::MaxHold => "maxHoldMs",
-        Opt::SyncReplicas => "syncReplicas",
-        Opt::Fair => "fair",
-        Opt::QueueAfter => "queueAfterMs",
-    }
 }
 
 impl From<rlock_core::Error> for Failure {

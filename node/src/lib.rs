@@ -12,3 +12,4 @@ mod error;
 mod lock;
 mod options;
 mod runtime;
+mod settings;

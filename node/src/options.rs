@@ -1,6 +1,7 @@
 //! The options of `client.lock()` (and so of `client.using()`), declared once
 //! for the JS face: read from the object JS passes, each checked for its type
-//! here, then handed to the core, which checks their values.
+//! here, then handed to the core, which checks their values. The JS face
+//! refuses keys this declaration does not have (`lockOptionNames`).
 
 use napi::bindgen_prelude::FromNapiValue;
 use napi::{check_status, sys};
@@ -9,23 +10,92 @@ use rlock_core::{LockArgs, Opt, Unit};
 
 use crate::error::Failure;
 
-/// `LockOptions` of `node/index.d.ts`: times in milliseconds.
-#[napi(object, object_to_js = false)]
-pub struct LockOptions {
-    #[napi(ts_type = "number")]
-    pub ttl_ms: Option<Given<f64>>,
-    #[napi(ts_type = "number")]
-    pub timeout_ms: Option<Given<f64>>,
-    #[napi(ts_type = "boolean")]
-    pub auto_renew: Option<Given<bool>>,
-    #[napi(ts_type = "number")]
-    pub max_hold_ms: Option<Given<f64>>,
-    #[napi(ts_type = "number")]
-    pub sync_replicas: Option<Given<f64>>,
-    #[napi(ts_type = "boolean")]
-    pub fair: Option<Given<bool>>,
-    #[napi(ts_type = "number")]
-    pub queue_after_ms: Option<Given<f64>>,
+/// Declares an options struct together with `FIELDS`, its field names, so
+/// the keys a caller may pass are the struct's own fields and never a list
+/// kept beside it. Every field is optional; `Option` is spelled out here as
+/// napi tells optional fields by that word.
+macro_rules! options_struct {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident {
+            $( $(#[$field_attr:meta])* pub $field:ident: Option<$ty:ty>, )*
+        }
+    ) => {
+        $(#[$attr])*
+        pub struct $name {
+            $( $(#[$field_attr])* pub $field: Option<$ty>, )*
+        }
+
+        impl $name {
+            const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+        }
+    };
+}
+
+options_struct! {
+    /// `LockOptions` of `node/index.d.ts`: times in milliseconds.
+    #[napi(object, object_to_js = false)]
+    pub struct LockOptions {
+        #[napi(ts_type = "number")]
+        pub ttl_ms: Option<Given<f64>>,
+        #[napi(ts_type = "number")]
+        pub timeout_ms: Option<Given<f64>>,
+        #[napi(ts_type = "boolean")]
+        pub auto_renew: Option<Given<bool>>,
+        #[napi(ts_type = "number")]
+        pub max_hold_ms: Option<Given<f64>>,
+        #[napi(ts_type = "number")]
+        pub sync_replicas: Option<Given<f64>>,
+        #[napi(ts_type = "boolean")]
+        pub fair: Option<Given<bool>>,
+        #[napi(ts_type = "number")]
+        pub queue_after_ms: Option<Given<f64>>,
+        #[napi(ts_type = "boolean")]
+        pub allow_long_ttl: Option<Given<bool>>,
+    }
+}
+
+/// The keys `LockOptions` reads, as JS spells them: napi names each field
+/// in camelCase.
+#[napi]
+pub fn lock_option_names() -> Vec<String> {
+    LockOptions::FIELDS.iter().map(|f| camel_case(f)).collect()
+}
+
+fn camel_case(snake: &str) -> String {
+    let mut words = snake.split('_');
+    let mut camel = words.next().unwrap_or_default().to_owned();
+    for word in words {
+        let mut chars = word.chars();
+        camel.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+        camel.push_str(chars.as_str());
+    }
+    camel
+}
+
+/// A lock option as the JS face names it (`LockOptions` of `index.d.ts`).
+pub fn option_name(option: Opt) -> &'static str {
+    match option {
+        Opt::Ttl => "ttlMs",
+        Opt::Timeout => "timeoutMs",
+        // No such option in JS: a `timeoutMs` of 0 is one attempt.
+        Opt::Blocking => "blocking",
+        Opt::AutoRenew => "autoRenew",
+        Opt::MaxHold => "maxHoldMs",
+        Opt::SyncReplicas => "syncReplicas",
+        Opt::Fair => "fair",
+        Opt::QueueAfter => "queueAfterMs",
+        Opt::AllowLongTtl => "allowLongTtl",
+    }
+}
+
+/// The name among `known` closest to the unknown key `unknown`, if any is
+/// close (the core's `closest_option`): the JS face's hint for a mistyped
+/// option of any of its options objects.
+#[napi]
+pub fn closest_option(unknown: String, known: Vec<String>) -> Option<String> {
+    let known: Vec<&str> = known.iter().map(String::as_str).collect();
+    rlock_core::closest_option(&unknown, &known).map(str::to_owned)
 }
 
 impl LockOptions {
@@ -40,11 +110,12 @@ impl LockOptions {
             sync_replicas: number(Opt::SyncReplicas, self.sync_replicas)?,
             fair: flag(Opt::Fair, self.fair)?.unwrap_or(defaults.fair),
             queue_after: number(Opt::QueueAfter, self.queue_after_ms)?,
+            allow_long_ttl: flag(Opt::AllowLongTtl, self.allow_long_ttl)?
+                .unwrap_or(defaults.allow_long_ttl),
             ..defaults
         })
     }
 }
-
 /// An option as JS gave it: a value of its type, or else what `typeof` calls
 /// the value given instead. napi's own conversion would throw a plain `Error`
 /// for a wrong type; this way it becomes the face's `TypeError` with code

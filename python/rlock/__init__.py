@@ -7,7 +7,9 @@
 
     client = rlock.Client("redis://localhost:6379/0")
     with client.lock("product:1001", ttl=10, timeout=3) as held:
-        save(data, fence=held.fencing_token)
+        save(data, fence=held.fencing_token)      # an int: the lock is held
+
+    client = rlock.Client.from_redis(r)           # the settings of a redis-py client
 
 A lock is owned by the client, the process and the calling thread (sync
 methods) or asyncio task (``async with`` and every awaited method): the same
@@ -22,14 +24,19 @@ import functools
 import inspect
 import itertools
 import os
+import sys
 import threading
+import warnings
 import weakref
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
+    Awaitable,
     Callable,
+    Generator,
     List,
+    Mapping,
     Optional,
     Sequence,
     Tuple,
@@ -41,6 +48,7 @@ from typing import (
 )
 
 from . import _native
+from ._redis_py import servers_of
 
 if TYPE_CHECKING:
     # For the type checker only: no runtime dependency on typing_extensions.
@@ -48,19 +56,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncClient",
+    "AsyncHeldLock",
     "AsyncLock",
     "Client",
     "ClientClosed",
     "ConnectionError",
+    "HeldLock",
     "Lock",
     "LockArguments",
     "LockError",
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
+    "LongTtlWarning",
     "lock",
     "synchronized",
 ]
+
+#: The version of this build (the native module's, as Cargo built it).
+__version__: str = _native.__version__
 
 # --------------------------------------------------------------------------
 # Exceptions (the native module raises these by name)
@@ -86,7 +100,10 @@ class LockTimeout(LockError, TimeoutError):
 class LockNotOwned(LockError):
     """release()/extend() of a lock this owner does not hold.
 
-    ``reason`` is ``"expired"`` (the key is gone) or ``"held by another owner"``.
+    ``reason`` is ``"not acquired by this owner"`` (it never held it, or not
+    since its last release), ``"already released"`` (it released it already),
+    ``"expired"`` (it held it and the key is gone) or ``"held by another
+    owner"`` (it held it and another owner holds it now).
     """
 
 
@@ -105,6 +122,12 @@ class ConnectionError(LockError, builtins.ConnectionError):
 class ClientClosed(ConnectionError):
     """The client was closed: every later operation of it and of its locks
     raises this (a ConnectionError, as the client has no connection any more)."""
+
+
+class LongTtlWarning(UserWarning):
+    """A lock's ttl is over an hour with no max_hold: most likely milliseconds
+    given where seconds are counted. Warned once per process; pass max_hold
+    or allow_long_ttl=True when such a lease is meant."""
 
 
 # --------------------------------------------------------------------------
@@ -165,6 +188,9 @@ def _note(exc: BaseException, error: LockError) -> None:
         add_note(f"rlock: {error}")
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
 # --------------------------------------------------------------------------
 # A lock's options: declared, with their defaults, by the native LockSpec()
 # (python/src/lock.rs); typed here for every function that takes them.
@@ -195,6 +221,65 @@ class LockArguments(TypedDict, total=False):
     sync_replicas: Optional[int]
     fair: bool
     queue_after: Optional[float]
+    #: A ttl over an hour without max_hold warns once (LongTtlWarning)
+    #: unless this says it is meant.
+    allow_long_ttl: bool
+
+
+def _lock_spec(name: str, options: Mapping[str, Any]) -> _native.LockSpec:
+    """``options`` checked (before any I/O) for a lock on ``name``."""
+    try:
+        spec = _native.LockSpec(name, **options)
+    except TypeError:
+        _refuse_unknown_keywords(options, _native.LockSpec)
+        raise
+    warning = spec.long_ttl_warning()
+    if warning is not None:
+        warnings.warn(warning, LongTtlWarning, stacklevel=_callers_level())
+    return spec
+
+
+def _refuse_unknown_keywords(given: Mapping[str, Any], takes: Callable[..., Any]) -> None:
+    """Raises the TypeError of the first keyword in ``given`` that ``takes``
+    has no parameter for, naming the closest one it has (the core's choice),
+    as a misspelt option would otherwise be a bare "unexpected keyword"."""
+    # The first parameter is the lock's name or self: never an option.
+    known = [
+        p.name
+        for p in list(inspect.signature(takes).parameters.values())[1:]
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    for key in given:
+        if key not in known:
+            near = _native.closest_option(key, known)
+            hint = f" (did you mean {near!r}?)" if near is not None else ""
+            raise TypeError(f"unexpected keyword argument {key!r}{hint}") from None
+
+
+def _suggesting(method: _F) -> _F:
+    """``method``, whose misspelt keywords raise the TypeError of
+    _refuse_unknown_keywords."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except TypeError:
+            _refuse_unknown_keywords(kwargs, method)
+            raise
+
+    return cast(_F, call)
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside this module, for a
+    warning raised by a function of it: the line a user wrote."""
+    level = 1
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 # --------------------------------------------------------------------------
@@ -232,10 +317,10 @@ class _LockBase:
                 return self._native.lost(unit)
         return False
 
-    async def __aenter__(self: _L) -> _L:
+    async def _enter_task(self) -> int:
+        """Acquires for the calling task (``async with``); the fencing token."""
         acquisition = await self._native.enter_async(_task_unit())
-        acquisition.keep()
-        return self
+        return acquisition.keep()
 
     async def __aexit__(
         self,
@@ -261,9 +346,6 @@ class _LockBase:
         )
 
 
-_L = TypeVar("_L", bound=_LockBase)
-
-
 class Lock(_LockBase):
     """A lock by name, made by ``Client.lock()`` or ``rlock.lock()``.
 
@@ -274,6 +356,7 @@ class Lock(_LockBase):
 
     __slots__ = ()
 
+    @_suggesting
     def acquire(self, blocking: Optional[bool] = None, timeout: Optional[float] = None) -> bool:
         """Acquires; False when busy (blocking=False) or when ``timeout`` passed.
 
@@ -285,6 +368,7 @@ class Lock(_LockBase):
         """Releases one acquisition; raises LockNotOwned if not held by this owner."""
         self._native.release(_thread_unit())
 
+    @_suggesting
     def extend(self, ttl: Optional[float] = None) -> None:
         """Resets the lease to ``ttl`` seconds (default: the lock's ttl)."""
         self._native.extend(_thread_unit(), ttl)
@@ -297,9 +381,11 @@ class Lock(_LockBase):
         """Whether the calling thread holds the lock."""
         return self._native.owned(_thread_unit())
 
-    def __enter__(self) -> Lock:
-        self._native.enter(_thread_unit())
-        return self
+    def __enter__(self) -> HeldLock:
+        return HeldLock(self._native, self._native.enter(_thread_unit()))
+
+    async def __aenter__(self) -> HeldLock:
+        return HeldLock(self._native, await self._enter_task())
 
     def __exit__(
         self,
@@ -322,6 +408,7 @@ class AsyncLock(_LockBase):
 
     __slots__ = ()
 
+    @_suggesting
     async def acquire(
         self, blocking: Optional[bool] = None, timeout: Optional[float] = None
     ) -> bool:
@@ -338,6 +425,7 @@ class AsyncLock(_LockBase):
         """Releases one acquisition; raises LockNotOwned if not held by this task."""
         await self._native.release_async(_task_unit())
 
+    @_suggesting
     async def extend(self, ttl: Optional[float] = None) -> None:
         """Resets the lease to ``ttl`` seconds (default: the lock's ttl)."""
         await self._native.extend_async(_task_unit(), ttl)
@@ -349,6 +437,42 @@ class AsyncLock(_LockBase):
     async def owned(self) -> bool:
         """Whether the calling task holds the lock."""
         return await self._native.owned_async(_task_unit())
+
+    async def __aenter__(self) -> AsyncHeldLock:
+        return AsyncHeldLock(self._native, await self._enter_task())
+
+
+# What ``with`` and ``async with`` give while the lock is held: the same lock
+# (every method acts for the calling owner, as the lock's do), whose fencing
+# token is the one this acquisition got, so typed ``int``, not Optional.
+
+
+class _Holding(_LockBase):
+    __slots__ = ("_token",)
+
+    def __init__(self, native: _native.Lock, token: int) -> None:
+        super().__init__(native)
+        self._token = token
+
+    @property
+    def fencing_token(self) -> int:
+        """The fencing token of this acquisition (it stays this acquisition's
+        after the release: the lock's own ``fencing_token`` answers for now)."""
+        return self._token
+
+
+class HeldLock(_Holding, Lock):
+    """What ``with lock as held`` (and ``async with`` on a Lock) gives: the
+    lock, with ``fencing_token`` the int this acquisition got."""
+
+    __slots__ = ()
+
+
+class AsyncHeldLock(_Holding, AsyncLock):
+    """What ``async with lock as held`` gives on an AsyncLock: the lock, with
+    ``fencing_token`` the int this acquisition got."""
+
+    __slots__ = ()
 
 
 # --------------------------------------------------------------------------
@@ -365,7 +489,10 @@ def _url_list(url: Optional[_Urls]) -> Optional[List[str]]:
     if isinstance(url, str):
         return [url]
     if not isinstance(url, (list, tuple)):
-        raise TypeError(f"url must be a str or a list of str, got {type(url).__name__}")
+        hint = ""
+        if type(url).__module__.split(".")[0] == "redis":
+            hint = " (for the settings of a redis-py client: Client.from_redis(r))"
+        raise TypeError(f"url must be a str or a list of str, got {type(url).__name__}{hint}")
     for item in url:
         if not isinstance(item, str):
             raise TypeError(f"every URL must be a str, got {type(item).__name__}")
@@ -381,6 +508,9 @@ def _pem(tls_ca: Optional[_TlsCa]) -> Optional[bytes]:
     raise TypeError(
         f"tls_ca must be a path (str or os.PathLike) or PEM bytes, got {type(tls_ca).__name__}"
     )
+
+
+_C = TypeVar("_C", bound="_ClientBase")
 
 
 class _ClientBase:
@@ -404,14 +534,18 @@ class _ClientBase:
         Checked here; the connection is made on first use."""
         self._native = _native.Client(_url_list(url), prefix, cluster, _pem(tls_ca))
 
-    def close(self) -> None:
-        """Closes the client: locks still held are released (best effort: one
-        Redis does not release within 2 s expires with its lease) and count as
-        lost (``lock.lost``; a ``with`` block still open raises LockLost), waits
-        in progress end, renewals stop, the connections close, and every later
-        call of the client or its locks raises rlock.ClientClosed. Returns
-        once the releases are done. Closing again does nothing."""
-        self._native.close()
+    @classmethod
+    def from_redis(
+        cls: Type[_C], r: object, *, prefix: str = "rlock", tls_ca: Optional[_TlsCa] = None
+    ) -> _C:
+        """A client of the server(s) the redis-py client ``r`` talks to:
+        ``redis.Redis``, ``redis.asyncio.Redis``, ``redis.cluster.RedisCluster``,
+        ``redis.asyncio.cluster.RedisCluster`` or a Sentinel-managed
+        ``Sentinel(...).master_for(name)``, whose host, port, db, user,
+        password and TLS (and CA certificate, unless ``tls_ca`` is given) it
+        reads. It opens connections of its own: ``r``'s pool is not shared."""
+        urls, cluster, ca = servers_of(r)
+        return cls(urls, prefix=prefix, cluster=cluster, tls_ca=ca if tls_ca is None else tls_ca)
 
     @property
     def closed(self) -> bool:
@@ -430,8 +564,16 @@ class Client(_ClientBase):
 
     def lock(self, name: str, **options: Unpack[LockArguments]) -> Lock:
         """A lock on ``name``, made to ``options`` (see LockArguments)."""
-        spec = _native.LockSpec(name, **options)
-        return Lock(self._native.lock(spec))
+        return Lock(self._native.lock(_lock_spec(name, options)))
+
+    def close(self) -> None:
+        """Closes the client: locks still held are released (best effort: one
+        Redis does not release within 2 s expires with its lease) and count as
+        lost (``lock.lost``; a ``with`` block still open raises LockLost), waits
+        in progress end, renewals stop, the connections close, and every later
+        call of the client or its locks raises rlock.ClientClosed. Returns
+        once the releases are done. Closing again does nothing."""
+        self._native.close()
 
     def __enter__(self) -> Client:
         return self
@@ -452,13 +594,24 @@ class AsyncClient(_ClientBase):
 
     def lock(self, name: str, **options: Unpack[LockArguments]) -> AsyncLock:
         """A lock on ``name``; the arguments are those of Client.lock()."""
-        spec = _native.LockSpec(name, **options)
-        return AsyncLock(self._native.lock(spec))
+        return AsyncLock(self._native.lock(_lock_spec(name, options)))
+
+    def close(self) -> Awaitable[None]:
+        """Closes the client as Client.close() does, at once, and returns an
+        awaitable of the releases' end: ``await aclient.close()`` waits for
+        them without blocking the event loop (as aclose() does); the client is
+        closed even if it is never awaited. Called with no event loop running,
+        it returns once the releases are done."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._native.close()
+            return _Done()
+        return self._native.close_async()
 
     async def aclose(self) -> None:
-        """close() without blocking the event loop while the releases are on
-        their way."""
-        await self._native.close_async()
+        """close(), awaited."""
+        await self.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -470,6 +623,15 @@ class AsyncClient(_ClientBase):
         tb: Optional[TracebackType],
     ) -> None:
         await self.aclose()
+
+
+class _Done:
+    """An awaitable of what already happened."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()
 
 
 # --------------------------------------------------------------------------
@@ -494,13 +656,10 @@ def lock(name: str, **options: Unpack[LockArguments]) -> Lock:
     return _default_client().lock(name, **options)
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
 def synchronized(name: str, **options: Unpack[LockArguments]) -> Callable[[_F], _F]:
     """Runs each call of the decorated function (sync or async) under the lock
     ``name`` of the default client; arguments as Client.lock(), checked here."""
-    spec = _native.LockSpec(name, **options)
+    spec = _lock_spec(name, options)
 
     def decorate(fn: _F) -> _F:
         made: List[Lock] = []

@@ -4,6 +4,32 @@
 
 from typing import Awaitable, List, Optional
 
+__version__: str
+
+def closest_option(unknown: str, known: List[str]) -> Optional[str]: ...
+
+class ServerSettings:
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        db: int = 0,
+        username: Optional[str] = None,
+        password: Optional[str] = None,
+        tls: bool = False,
+    ) -> None: ...
+
+def url_from_settings(settings: ServerSettings) -> str: ...
+def sentinel_url_from_settings(
+    master: str,
+    sentinels: List[ServerSettings],
+    db: int,
+    username: Optional[str],
+    password: Optional[str],
+    tls: bool,
+) -> str: ...
+
 class Client:
     def __init__(
         self,
@@ -37,10 +63,12 @@ class LockSpec:
         sync_replicas: Optional[int] = None,
         fair: bool = False,
         queue_after: Optional[float] = None,
+        allow_long_ttl: bool = False,
     ) -> None: ...
+    def long_ttl_warning(self) -> Optional[str]: ...
 
 class Acquisition:
-    def keep(self) -> None: ...
+    def keep(self) -> int: ...
 
 class Lock:
     @property
@@ -62,7 +90,7 @@ class Lock:
     def acquire(
         self, unit: str, blocking: Optional[bool] = None, timeout: Optional[float] = None
     ) -> bool: ...
-    def enter(self, unit: str) -> None: ...
+    def enter(self, unit: str) -> int: ...
     def release(self, unit: str) -> None: ...
     def finish(self, unit: str) -> None: ...
     def extend(self, unit: str, ttl: Optional[float] = None) -> None: ...

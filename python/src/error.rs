@@ -62,7 +62,7 @@ impl Failure {
 
 /// A lock option as Python names it: a keyword argument of `LockSpec()`,
 /// which are the core's own names.
-fn option_name(option: Opt) -> &'static str {
+pub fn option_name(option: Opt) -> &'static str {
     option.name()
 }
 

@@ -10,6 +10,7 @@ mod client;
 mod error;
 mod lock;
 mod runtime;
+mod settings;
 
 #[pymodule]
 #[pyo3(name = "_native")]
@@ -19,6 +20,11 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::LockSpec>()?;
     m.add_class::<lock::Acquisition>()?;
+    m.add_class::<settings::ServerSettings>()?;
+    m.add_function(wrap_pyfunction!(lock::closest_option, m)?)?;
+    m.add_function(wrap_pyfunction!(settings::url_from_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(settings::sentinel_url_from_settings, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     let before_exit = wrap_pyfunction!(runtime::before_exit, m)?;
     m.py()
         .import("atexit")?

@@ -12,7 +12,7 @@ use rlock_core::{
 };
 
 use crate::client::Shared;
-use crate::error::to_py;
+use crate::error::{option_name, to_py};
 use crate::runtime;
 
 /// A number of seconds as Python gives it: a float or an int. An int too
@@ -61,7 +61,7 @@ pub struct LockSpec {
 #[pymethods]
 impl LockSpec {
     #[new]
-    #[pyo3(signature = (name, *, ttl=Seconds(30.0), timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false, queue_after=None))]
+    #[pyo3(signature = (name, *, ttl=Seconds(30.0), timeout=None, blocking=true, auto_renew=true, max_hold=None, sync_replicas=None, fair=false, queue_after=None, allow_long_ttl=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each
     fn new(
         py: Python<'_>,
@@ -74,6 +74,7 @@ impl LockSpec {
         sync_replicas: Option<i64>,
         fair: bool,
         queue_after: Option<Seconds>,
+        allow_long_ttl: bool,
     ) -> PyResult<Self> {
         let args = LockArgs {
             unit: Unit::Seconds,
@@ -86,6 +87,7 @@ impl LockSpec {
             sync_replicas: sync_replicas.map(|k| k as f64),
             fair,
             queue_after: secs(queue_after),
+            allow_long_ttl,
         };
         let check = || -> rlock_core::Result<Self> {
             validate::name(&name)?;
@@ -99,6 +101,20 @@ impl LockSpec {
         };
         check().map_err(|e| to_py(py, e))
     }
+
+    /// The warning to give about a lease over an hour that nothing says is
+    /// meant: the first time in the process only (the core keeps count).
+    fn long_ttl_warning(&self) -> Option<String> {
+        self.args.long_ttl_warning(&option_name)
+    }
+}
+
+/// The name in `known` nearest to the misspelt keyword `unknown` (the
+/// core's choice), for the "did you mean" of an unexpected keyword.
+#[pyfunction]
+pub fn closest_option(unknown: &str, known: Vec<String>) -> Option<String> {
+    let known: Vec<&str> = known.iter().map(String::as_str).collect();
+    rlock_core::closest_option(unknown, &known).map(str::to_owned)
 }
 
 impl LockSpec {
@@ -152,33 +168,36 @@ impl Lock {
         lock_for(&self.made, &self.spec, &self.client.current()?, unit).ok()
     }
 
-    /// Acquires; `Ok(None)` when the wait ended without the lock.
+    /// Acquires, giving the lock and its fencing token; `Ok(None)` when the
+    /// wait ended without the lock.
     fn acquire_op(
         &self,
         unit: &str,
         wait: Wait,
-    ) -> impl Future<Output = rlock_core::Result<Option<CoreLock>>> + Send + 'static {
+    ) -> impl Future<Output = rlock_core::Result<Option<(CoreLock, u64)>>> + Send + 'static {
         let lock = self.owned_by(unit);
         async move {
             let lock = lock.await?;
             match lock.acquire(wait).await {
-                Ok(_) => Ok(Some(lock)),
+                Ok(acquired) => Ok(Some((lock, acquired.fencing_token))),
                 Err(Error::Timeout { .. }) => Ok(None),
                 Err(e) => Err(e),
             }
         }
     }
 
+    /// Acquires with the lock's own wait (`with`), giving the lock and its
+    /// fencing token.
     fn enter_op(
         &self,
         unit: &str,
-    ) -> impl Future<Output = rlock_core::Result<CoreLock>> + Send + 'static {
+    ) -> impl Future<Output = rlock_core::Result<(CoreLock, u64)>> + Send + 'static {
         let lock = self.owned_by(unit);
         let wait = self.spec.wait;
         async move {
             let lock = lock.await?;
-            lock.acquire(wait).await?;
-            Ok(lock)
+            let acquired = lock.acquire(wait).await?;
+            Ok((lock, acquired.fencing_token))
         }
     }
 
@@ -301,10 +320,11 @@ impl Lock {
         runtime::wait_interruptible(py, async move { Ok(acquired.await?.is_some()) })
     }
 
-    /// Acquires with the lock's own wait; raises `LockTimeout` when it ends.
-    fn enter(&self, py: Python<'_>, unit: &str) -> PyResult<()> {
+    /// Acquires with the lock's own wait, giving the fencing token; raises
+    /// `LockTimeout` when the wait ends.
+    fn enter(&self, py: Python<'_>, unit: &str) -> PyResult<u64> {
         let entered = self.enter_op(unit);
-        runtime::wait_interruptible(py, async move { entered.await.map(drop) })
+        runtime::wait_interruptible(py, async move { Ok(entered.await?.1) })
     }
 
     fn release(&self, py: Python<'_>, unit: &str) -> PyResult<()> {
@@ -398,12 +418,14 @@ impl Lock {
 /// a cancelled task never leaves a lock behind.
 #[pyclass(frozen, module = "rlock._native", name = "Acquisition")]
 pub struct Acquisition {
+    fencing_token: u64,
     pending: Mutex<Option<(u64, CoreLock)>>,
 }
 
 impl Acquisition {
-    fn new(lock: CoreLock) -> Self {
+    fn new((lock, fencing_token): (CoreLock, u64)) -> Self {
         Acquisition {
+            fencing_token,
             pending: Mutex::new(Some((runtime::generation(), lock))),
         }
     }
@@ -411,14 +433,16 @@ impl Acquisition {
 
 #[pymethods]
 impl Acquisition {
-    /// The awaiting task received the acquisition: it is its own now.
-    fn keep(&self) {
+    /// The awaiting task received the acquisition: it is its own now. Gives
+    /// its fencing token.
+    fn keep(&self) -> u64 {
         let taken = self
             .pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         drop(taken);
+        self.fencing_token
     }
 }
 

@@ -41,10 +41,12 @@ def test_a_counter_incremented_under_the_lock_by_all_four_runtimes_is_exact(
     assert sorted(v for v, _ in seen) == list(range(total))
     tokens = [fence for _, fence in sorted(seen)]
     assert all(a < b for a, b in zip(tokens, tokens[1:])), tokens
+    # The counter of the name's slot issued the last token: no other name
+    # was taken since.
     assert contenders.status(name)["fence_counter"] == tokens[-1]
 
 
-def test_fencing_tokens_grow_by_one_per_acquisition_whichever_runtime_takes_it(
+def test_fencing_tokens_grow_with_every_acquisition_whichever_runtime_takes_it(
     contenders: Contenders, name: str
 ) -> None:
     tokens = []
@@ -55,7 +57,7 @@ def test_fencing_tokens_grow_by_one_per_acquisition_whichever_runtime_takes_it(
         assert fence is not None
         c.release(name)
         tokens.append(fence)
-    assert tokens == list(range(1, len(KINDS) * 3 + 1))
+    assert all(a < b for a, b in zip(tokens, tokens[1:])), tokens
 
 
 @pytest.mark.parametrize("holder", KINDS)

@@ -123,10 +123,40 @@ test('release() of a lock this handle does not hold rejects ERR_LOCK_NOT_OWNED a
   const err = await env.client.lock('not-mine').release().catch((e) => e)
   assert.ok(err instanceof LockNotOwnedError, String(err))
   assert.equal(err.code, 'ERR_LOCK_NOT_OWNED')
-  assert.equal(err.reason, 'held by another owner')
+  assert.equal(err.reason, 'not acquired by this owner')
   assert.ok(Date.now() - start < 250, `took ${Date.now() - start} ms`)
   assert.equal(await holder.isOwned(), true, "another owner's lock is never touched")
   await holder.release()
+})
+
+test('err.reason says why a release found the lock not held by this owner', async () => {
+  const reasonOf = async (lock) => {
+    const err = await lock.release().catch((e) => e)
+    assert.ok(err instanceof LockNotOwnedError, String(err))
+    assert.equal(err.code, 'ERR_LOCK_NOT_OWNED')
+    return err.reason
+  }
+  const never = env.client.lock('reason-never')
+  assert.equal(await reasonOf(never), 'not acquired by this owner')
+
+  const twice = env.client.lock('reason-twice')
+  await twice.acquire()
+  await twice.release()
+  assert.equal(await reasonOf(twice), 'already released')
+
+  const gone = env.client.lock('reason-gone', { autoRenew: false })
+  await gone.acquire()
+  await env.redis.cli('DEL', 'rlock:{reason-gone}')
+  assert.equal(await reasonOf(gone), 'expired')
+
+  const taken = env.client.lock('reason-taken', { autoRenew: false })
+  await taken.acquire()
+  await env.redis.cli('DEL', 'rlock:{reason-taken}')
+  const thief = env.client.lock('reason-taken')
+  await thief.acquire()
+  assert.equal(await reasonOf(taken), 'held by another owner')
+  assert.equal(await thief.isOwned(), true, "another owner's lock is never touched")
+  await thief.release()
 })
 
 test('Symbol.asyncDispose releases a held lock and does nothing on one not held', async () => {

@@ -44,7 +44,8 @@ test('a Redlock client holds the lock on a majority and releases it everywhere',
   try {
     const lock = client.lock('job', { timeoutMs: 5000 })
     await lock.acquire()
-    assert.equal(lock.fencingToken, 1)
+    const first = lock.fencingToken
+    assert.equal(typeof first, 'number')
     // Acquisition resolves once a majority granted it.
     assert.ok((await heldOn('job')) >= 2)
     const rival = await Client.connect(masters.map((m) => m.url))
@@ -53,7 +54,7 @@ test('a Redlock client holds the lock on a majority and releases it everywhere',
     assert.equal(await heldOn('job'), 0)
     const again = rival.lock('job')
     assert.equal(await again.tryAcquire(), true)
-    assert.equal(again.fencingToken, 2)
+    assert.ok(again.fencingToken > first, `${again.fencingToken} after ${first}`)
     await rival.close()
   } finally {
     await stop()
@@ -109,7 +110,7 @@ test('a Cluster client locks names on every master', async () => {
       masters.add(node.port)
       const lock = client.lock(name)
       assert.equal(await lock.tryAcquire(), true)
-      assert.equal(lock.fencingToken, 1)
+      assert.ok(lock.fencingToken >= 1, `token ${lock.fencingToken}`)
       assert.equal(await node.cli('EXISTS', key(name)), '1')
       await lock.release()
       assert.equal(await node.cli('EXISTS', key(name)), '0')

@@ -50,6 +50,14 @@ test('an unreachable Redis rejects ERR_LOCK_CONNECTION without showing the passw
   assert.doesNotMatch(`${err.message} ${err.stack}`, /hunter2/)
 })
 
+test('a connection error names the server it could not reach, never its password', async () => {
+  const port = await freePort() // nothing listens there
+  const err = await Client.connect(`redis://:hunter2@127.0.0.1:${port}`).catch((e) => e)
+  assert.ok(err instanceof LockConnectionError, String(err))
+  assert.match(err.message, new RegExp(`127\\.0\\.0\\.1:${port}\\b`))
+  assert.doesNotMatch(`${err.message} ${err.stack}`, /hunter2/)
+})
+
 test('a refused password rejects ERR_LOCK_CONNECTION without showing it', async () => {
   const secured = await RedisServer.start('--requirepass', 'right-password')
   try {

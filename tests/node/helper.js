@@ -1,10 +1,12 @@
 'use strict'
 // What the Node tests share: the servers of ../support/node/servers.js, a
-// server (and a client on it) for a test file's tests, and waiting for a
-// signal to abort.
+// server (and a client on it) for a test file's tests, waiting for a signal
+// to abort, and running a script in a process of its own.
 
+const { spawn } = require('node:child_process')
+const path = require('node:path')
 const { after, before } = require('node:test')
-const { RedisServer, RedisCluster, waitFor, freePort } = require('../support/node/servers.js')
+const { RedisServer, RedisCluster, RedisSentinel, waitFor, freePort } = require('../support/node/servers.js')
 
 /** Resolves with the signal's reason once it aborts; rejects after timeoutMs. */
 function aborted(signal, timeoutMs = 5000) {
@@ -39,4 +41,32 @@ function serve({ client = true } = {}) {
   return env
 }
 
-module.exports = { RedisServer, RedisCluster, serve, waitFor, aborted, freePort }
+const entry = path.join(__dirname, '..', '..', 'node', 'index.js')
+
+/**
+ * Runs `body`, an async function's source called with `url`, in a child
+ * Node with the package's `Client` in scope; resolves with its
+ * exit and output, rejects when it has not exited within `timeoutMs`.
+ */
+function runChild(body, url, timeoutMs = 10000) {
+  const script = `
+    const { Client } = require(${JSON.stringify(entry)})
+    ;(${body})(${JSON.stringify(url)}).catch((e) => { console.error(e); process.exit(3) })
+  `
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (d) => (output += d))
+    child.stderr.on('data', (d) => (output += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`the child did not exit within ${timeoutMs} ms:\n${output}`))
+    }, timeoutMs)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, output })
+    })
+  })
+}
+
+module.exports = { RedisServer, RedisCluster, RedisSentinel, serve, waitFor, aborted, freePort, runChild }

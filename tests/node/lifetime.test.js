@@ -4,36 +4,10 @@
 // child process that must exit by itself.
 
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
-const path = require('node:path')
 const { test } = require('node:test')
-const { serve } = require('./helper.js')
-
-const entry = path.join(__dirname, '..', '..', 'node', 'index.js')
+const { serve, runChild } = require('./helper.js')
 
 const env = serve({ client: false })
-
-/** Runs `body` (an async function's source) in a child; resolves with its exit. */
-function runChild(body, timeoutMs = 10000) {
-  const script = `
-    const { Client } = require(${JSON.stringify(entry)})
-    ;(${body})(${JSON.stringify(env.redis.url)}).catch((e) => { console.error(e); process.exit(3) })
-  `
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let output = ''
-    child.stdout.on('data', (d) => (output += d))
-    child.stderr.on('data', (d) => (output += d))
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`the child did not exit within ${timeoutMs} ms:\n${output}`))
-    }, timeoutMs)
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, output })
-    })
-  })
-}
 
 test('the process exits by itself after close(), even after waiting, watching and holding locks', async () => {
   const started = Date.now()
@@ -50,7 +24,7 @@ test('the process exits by itself after close(), even after waiting, watching an
     void held.signal
     await client.close()
     console.log('closed')
-  }`)
+  }`, env.redis.url)
   assert.equal(code, 0, output)
   assert.match(output, /closed/)
   assert.ok(Date.now() - started < 8000, `took ${Date.now() - started} ms to exit`)
@@ -63,7 +37,7 @@ test('a client that is never closed does not keep the process alive either', asy
     await lock.acquire()
     void lock.signal
     console.log('leaving with the lock held')
-  }`)
+  }`, env.redis.url)
   assert.equal(code, 0, output)
   assert.match(output, /leaving/)
   // Not released: the lock stays until its lease runs out.
@@ -82,7 +56,7 @@ test('a lease lost with nobody listening is never an unhandled rejection', async
     if (!signal.aborted) throw new Error('loss not reported')
     await client.close()
     console.log('lost and exited')
-  }`)
+  }`, env.redis.url)
   assert.equal(code, 0, output)
   assert.match(output, /lost and exited/)
   assert.doesNotMatch(output, /UNHANDLED/)

@@ -86,6 +86,7 @@ function* matrix() {
     ...WAITS.map(([v, e]) => ['queueAfterMs', v, e]),
     ...LEASES.filter(([v]) => v !== null).map(([v, e]) => ['maxHoldMs', v, e]),
     ...NOT_BOOLS.map(([v, e]) => ['autoRenew', v, e]),
+    ...NOT_BOOLS.map(([v, e]) => ['allowLongTtl', v, e]),
   ]
   for (const [key, value, expected] of lockOptions) {
     // The message names the option as the caller wrote it.
@@ -120,6 +121,20 @@ function* matrix() {
   }
   for (const [options, expected] of NOT_OBJECTS) {
     yield [`Client.connect(url, ${show(options)})`, () => Client.connect(env.redis.url, options), expected]
+  }
+  // Keys no options object has (other packages' names, another call's
+  // options) are refused, never ignored: the message names the key.
+  for (const key of ['timeout', 'acquireTimeout', 'ttl', 'retryCount', 'signal']) {
+    yield [`client.lock('x', { ${key} })`, (c) => c.lock('x', { [key]: 1 }), TypeError, true, key]
+  }
+  for (const key of ['timeout', 'ttl', 'lockTimeout']) {
+    yield [`client.using('x', { ${key} }, fn)`, (c) => c.using('x', { [key]: 1 }, () => 1), TypeError, false, key]
+  }
+  for (const key of ['timeoutMs', 'timeout']) {
+    yield [`lock.acquire({ ${key} })`, (c) => c.lock('x').acquire({ [key]: 1 }), TypeError, false, key]
+  }
+  for (const key of ['clustr', 'ttlMs', 'password']) {
+    yield [`Client.connect(url, { ${key} })`, () => Client.connect(env.redis.url, { [key]: 1 }), TypeError, false, key]
   }
 }
 
@@ -196,4 +211,44 @@ test('every bad argument of every entry point is a typed ERR_INVALID_ARG at once
     counter.close()
   }
   assert.equal(await env.redis.cli('DBSIZE'), keys)
+})
+
+test('an unknown option names itself and the closest known one', async () => {
+  const refused = (message) => (err) => {
+    assert.ok(err instanceof TypeError, `${err?.name}: ${err?.message}`)
+    assert.equal(err.code, 'ERR_INVALID_ARG')
+    assert.equal(err.message, message)
+    return true
+  }
+  // node-redlock's and redis-semaphore's habits, which used to wait forever
+  // or lease for the default 30 s.
+  assert.throws(() => env.client.lock('x', { timeout: 300 }), refused('unknown option `timeout` (did you mean `timeoutMs`?)'))
+  assert.throws(() => env.client.lock('x', { acquireTimeout: 300 }), refused('unknown option `acquireTimeout` (did you mean `timeoutMs`?)'))
+  assert.throws(() => env.client.lock('x', { ttl: 10 }), refused('unknown option `ttl` (did you mean `ttlMs`?)'))
+  assert.throws(() => env.client.lock('x', { autorenew: false }), refused('unknown option `autorenew` (did you mean `autoRenew`?)'))
+  await assert.rejects(env.client.using('x', { timeout: 300 }, () => 1), refused('unknown option `timeout` (did you mean `timeoutMs`?)'))
+  await assert.rejects(env.client.using('x', { signl: null }, () => 1), refused('unknown option `signl` (did you mean `signal`?)'))
+  await assert.rejects(Client.connect(env.redis.url, { clustr: true }), refused('unknown option `clustr` (did you mean `cluster`?)'))
+  // Nothing close: the message lists what there is.
+  await assert.rejects(env.client.lock('x').acquire({ timeoutMs: 1 }), refused('unknown option `timeoutMs` (the options are `signal`)'))
+  assert.throws(() => env.client.lock('x', { retryCount: 3 }), (err) => {
+    assert.match(err.message, /^unknown option `retryCount` \(the options are `ttlMs`, `timeoutMs`, .*`allowLongTtl`\)$/)
+    return true
+  })
+})
+
+test('every documented lock option is a known one', async () => {
+  const options = {
+    ttlMs: 5000,
+    timeoutMs: 100,
+    autoRenew: true,
+    maxHoldMs: 60000,
+    syncReplicas: 1,
+    fair: false,
+    queueAfterMs: 10,
+    allowLongTtl: false,
+  }
+  assert.ok(env.client.lock('known', options))
+  const { syncReplicas, ...withoutReplicas } = options // this server has no replica to wait for
+  assert.equal(await env.client.using('known', { ...withoutReplicas, signal: AbortSignal.timeout(5000) }, () => 'ran'), 'ran')
 })

@@ -75,8 +75,8 @@ def test_async_lock_acquire_release_and_queries(
         with pytest.raises(rlock.LockNotOwned):
             await lock.extend()
         async with lock as held:
-            assert held is lock
-            assert lock.fencing_token is not None and lock.fencing_token > token
+            assert isinstance(held, rlock.AsyncLock) and held.name == lock.name
+            assert lock.fencing_token == held.fencing_token and held.fencing_token > token
 
     run(main())
 
@@ -113,7 +113,7 @@ def test_task_is_the_owner_and_never_releases_another_tasks_lock(
             "acquire=False",
             "owned=False",
             "token=None",
-            "release refused: held by another owner",
+            "release refused: not acquired by this owner",
         ]
         assert not await lock.locked()
 
@@ -285,5 +285,22 @@ def test_an_acquisition_completed_as_its_task_is_cancelled_is_released(
             while server.redis.exists(lock_key(name)):
                 assert time.monotonic() < deadline, "a cancelled acquisition was left held"
                 await asyncio.sleep(0.01)
+
+    run(main())
+
+
+def test_async_with_gives_the_lock_with_this_acquisitions_fencing_token(
+    aclient: rlock.AsyncClient, client: rlock.Client, name: str
+) -> None:
+    async def main() -> None:
+        lock = aclient.lock(name)
+        async with lock as held:
+            assert isinstance(held, rlock.AsyncHeldLock) and isinstance(held, rlock.AsyncLock)
+            assert held.fencing_token == lock.fencing_token
+            assert await held.owned()
+        assert lock.fencing_token is None
+        async with client.lock(name) as sync_held:  # a sync Lock in `async with`
+            assert isinstance(sync_held, rlock.HeldLock)
+            assert sync_held.fencing_token > held.fencing_token
 
     run(main())

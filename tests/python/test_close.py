@@ -133,3 +133,38 @@ def test_async_client_aclose_releases_and_refuses_later_calls(server: RedisServe
             await lock.acquire()
 
     asyncio.run(main())
+
+
+def test_async_client_close_is_awaitable_and_closes_even_when_not_awaited(server: RedisServer, name: str) -> None:
+    async def main() -> None:
+        awaited = rlock.AsyncClient(server.url)
+        lock = awaited.lock(name)
+        assert await lock.acquire()
+        await awaited.close()
+        assert awaited.closed and lock.lost
+        assert server.redis.exists(lock_key(name)) == 0, "released once awaited"
+        await awaited.close()  # closing again does nothing
+        await awaited.aclose()
+
+        left = rlock.AsyncClient(server.url)
+        lock = left.lock(name)
+        assert await lock.acquire()
+        left.close()  # not awaited: closed at once, the release on its way
+        assert left.closed
+        with pytest.raises(rlock.ClientClosed):
+            await lock.acquire()
+        deadline = time.monotonic() + 5
+        while server.redis.exists(lock_key(name)):
+            assert time.monotonic() < deadline, "the release never came"
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+
+
+def test_async_client_close_without_a_running_loop_returns_once_released(server: RedisServer, name: str) -> None:
+    c = rlock.AsyncClient(server.url)
+    lock = c.lock(name)
+    assert asyncio.run(lock.acquire())  # held by that task, which has ended
+    c.close()
+    assert c.closed
+    assert server.redis.exists(lock_key(name)) == 0

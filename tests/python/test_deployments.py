@@ -51,13 +51,14 @@ def test_a_redlock_client_holds_the_lock_on_a_majority_and_releases_it_everywher
     rival = rlock.Client(urls(masters))
     try:
         with client.lock(name, timeout=5) as held:
-            assert held.fencing_token == 1
+            first = held.fencing_token
+            assert first is not None
             # Acquisition returns once a majority granted it.
             assert held_on(masters, name) >= 2
             assert rival.lock(name, blocking=False).acquire() is False
         assert held_on(masters, name) == 0
         with rival.lock(name, blocking=False) as again:
-            assert again.fencing_token == 2
+            assert again.fencing_token is not None and again.fencing_token > first
     finally:
         client.close()
         rival.close()
@@ -133,7 +134,7 @@ def test_a_cluster_client_locks_names_on_every_master(cluster: RedisCluster, nam
             item = f"{name}:{i}"
             masters.add(cluster.master_of(lock_key(item)).port)
             with client.lock(item, blocking=False) as held:
-                assert held.fencing_token == 1
+                assert held.fencing_token is not None and held.fencing_token >= 1
                 assert cluster.master_of(lock_key(item)).redis.exists(lock_key(item))
             assert not cluster.master_of(lock_key(item)).redis.exists(lock_key(item))
         assert len(masters) == 3, "the names spread over every master"

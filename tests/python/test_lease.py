@@ -1,9 +1,11 @@
-"""Leases: the watchdog keeps them, and every way a lease can end while held
-shows as `lock.lost` and `LockLost` when the `with` block exits."""
+"""Leases: the watchdog keeps them, every way a lease can end while held
+shows as `lock.lost` and `LockLost` when the `with` block exits, and a lease
+over an hour that nothing says is meant warns once."""
 
 from __future__ import annotations
 
 import time
+from typing import List
 
 import pytest
 
@@ -11,6 +13,8 @@ import rlock
 from rlock_test_support.keys import lock_key
 from rlock_test_support.servers import RedisServer
 from rlock_test_support.waiting import eventually
+
+from children import run_python
 
 
 def test_watchdog_keeps_a_1s_lease_for_4s(client: rlock.Client, server: RedisServer, name: str) -> None:
@@ -127,3 +131,49 @@ def test_redis_unreachable_past_the_lease_is_lost() -> None:
         c.close()
     finally:
         own.stop()
+
+
+def warnings_of(code: str) -> List[str]:
+    """The warnings `code` gives in a fresh process (the core warns once per
+    process), each as "category line message"."""
+    done = run_python(
+        "import warnings, rlock\n"
+        "warnings.simplefilter('always')\n"
+        "client, aclient = rlock.Client('redis://127.0.0.1:1'), rlock.AsyncClient('redis://127.0.0.1:1')\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        f"{code}\n"
+        "for w in seen:\n"
+        "    print(w.category.__name__, w.filename, w.lineno, w.message)\n",
+        env={"REDIS_URL": "redis://127.0.0.1:1"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "client.lock('a', ttl=10_000)",
+        "aclient.lock('a', ttl=10_000)",
+        "rlock.lock('a', ttl=10_000)",
+        "rlock.synchronized('a', ttl=10_000)",
+    ],
+)
+def test_a_ttl_over_an_hour_warns_once_at_the_callers_line(call: str) -> None:
+    # Line 6 of the child is the first call: the warning points there.
+    seen = warnings_of(f"    {call}\n    {call}\n    client.lock('b', ttl=7200)")
+    assert len(seen) == 1, seen
+    category, filename, line, message = seen[0].split(" ", 3)
+    assert (category, filename, line) == ("LongTtlWarning", "<string>", "6")
+    assert message.startswith("ttl=10000 is a lease of 2.8 hours") and "allow_long_ttl" in message
+
+
+def test_max_hold_or_allow_long_ttl_say_a_long_lease_is_meant() -> None:
+    seen = warnings_of(
+        "    client.lock('a', ttl=10_000, max_hold=20_000)\n"
+        "    client.lock('b', ttl=10_000, allow_long_ttl=True)\n"
+        "    client.lock('c', ttl=3600)\n"
+        "    client.lock('d', ttl=3601)"
+    )
+    assert [w.split(" ", 3)[:3] for w in seen] == [["LongTtlWarning", "<string>", "9"]]

@@ -25,7 +25,7 @@ def other(server: RedisServer) -> Iterator[rlock.Client]:
     c.close()
 
 
-def test_default_client_reads_REDIS_URL(server: RedisServer, name: str) -> None:
+def test_default_client_reads_REDIS_URL(server: RedisServer, client: rlock.Client, name: str) -> None:
     code = f"""
 import rlock
 with rlock.lock({name!r}) as held:
@@ -34,14 +34,17 @@ print(rlock.lock({name!r}).locked())
 """
     done = run_python(code, env={"REDIS_URL": server.url})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1", "True", "False"]
-    assert server.redis.get(f"{lock_key(name)}:fence") == "1"
+    token, owned, locked = done.stdout.split()
+    assert (owned, locked) == ("True", "False")
+    # Taken on this server: its next holder here gets a larger token.
+    with client.lock(name) as held:
+        assert held.fencing_token is not None and held.fencing_token > int(token)
 
 
 def test_with_acquires_and_releases(client: rlock.Client, server: RedisServer, name: str) -> None:
     lock = client.lock(name)
     with lock as held:
-        assert held is lock
+        assert isinstance(held, rlock.Lock) and held.name == lock.name
         assert server.redis.hget(lock_key(name), "owner")
         assert lock.owned() and lock.locked()
     assert not server.redis.exists(lock_key(name))
@@ -165,7 +168,7 @@ def test_another_thread_cannot_release_the_holders_lock(client: rlock.Client, na
         thread.join(5)
         assert lock.owned()
     assert len(caught) == 1 and isinstance(caught[0], rlock.LockNotOwned)
-    assert caught[0].reason == "held by another owner"
+    assert caught[0].reason == "not acquired by this owner"
 
 
 def test_release_and_extend_of_a_lock_not_held_raise_LockNotOwned(
@@ -174,14 +177,14 @@ def test_release_and_extend_of_a_lock_not_held_raise_LockNotOwned(
     lock = client.lock(name)
     with pytest.raises(rlock.LockNotOwned) as caught:
         lock.release()
-    assert caught.value.reason == "expired"
+    assert caught.value.reason == "not acquired by this owner"
     with pytest.raises(rlock.LockNotOwned) as caught:
         lock.extend()
-    assert caught.value.reason == "expired"
+    assert caught.value.reason == "not acquired by this owner"
     with other.lock(name):
         with pytest.raises(rlock.LockNotOwned) as caught:
             lock.release()
-        assert caught.value.reason == "held by another owner"
+        assert caught.value.reason == "not acquired by this owner"
         with pytest.raises(rlock.LockNotOwned):
             lock.extend(5)
         assert other.lock(name).locked()
@@ -250,3 +253,18 @@ def test_client_repr_never_shows_the_password() -> None:
 def test_prefix_names_the_keys(server: RedisServer, name: str) -> None:
     with rlock.Client(server.url, prefix="app") as c, c.lock(name):
         assert server.redis.exists(lock_key(name, prefix="app"))
+
+
+def test_with_gives_the_lock_with_this_acquisitions_fencing_token(client: rlock.Client, name: str) -> None:
+    lock = client.lock(name)
+    with lock as held:
+        assert isinstance(held, rlock.HeldLock) and isinstance(held, rlock.Lock)
+        assert held.fencing_token == lock.fencing_token
+        assert held.owned() and not held.lost
+        held.extend(5)
+        with lock as inner:  # re-entry: the same holding, the same token
+            assert inner.fencing_token == held.fencing_token
+        assert lock.owned()
+    assert lock.fencing_token is None and not held.owned()
+    with lock as again:
+        assert again.fencing_token > held.fencing_token  # held keeps its own

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
 import tarfile
+
+import rlock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -60,3 +63,8 @@ def test_the_sdist_carries_the_scripts_and_the_core(tmp_path: "os.PathLike[str]"
         "python/rlock/py.typed",
     ]:
         assert needed in names, f"{needed} missing from {sdist}"
+
+
+def test_the_version_is_the_installed_packages() -> None:
+    assert rlock.__version__ == importlib.metadata.version("redis-rlock")
+    assert rlock.__version__.count(".") == 2

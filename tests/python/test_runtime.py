@@ -130,7 +130,7 @@ def test_a_forked_child_gets_its_own_runtime_and_never_touches_the_parents_locks
     child = ctx.Process(target=_in_forked_child, args=(client, name, server.url, results))
     child.start()
     try:
-        assert results.get(timeout=20) == [None, False, "held by another owner", 1, True]
+        assert results.get(timeout=20) == [None, False, "not acquired by this owner", 1, True]
         assert parents.owned() and parents.fencing_token == token
         # Stop the parent's renewals without releasing: the lease must run out
         # while the child lives on.

@@ -48,7 +48,8 @@ OPTIONS = (
     + [("max_hold", v, e) for v, e in LEASES]
     + [("timeout", v, e) for v, e in WAITS]
     + [("queue_after", v, e) for v, e in WAITS]
-    + [(k, v, e) for k in ("blocking", "auto_renew") for v, e in NOT_BOOLS + [(None, TypeError)]]
+    + [(k, v, e) for k in ("blocking", "auto_renew", "allow_long_ttl") for v, e in NOT_BOOLS + [(None, TypeError)]]
+    + [(misspelt, 3, TypeError) for misspelt in ("timout", "ttl_ms", "colour")]
 )
 NAMES: Bad = [
     ("", ValueError),
@@ -131,6 +132,8 @@ def matrix() -> Iterator[Row]:
             yield f"{entry}.acquire(blocking={short(value)})", partial(call_lock, entry=entry, method="acquire", blocking=value), exc
         for value, exc in LEASES:
             yield f"{entry}.extend({short(value)})", partial(call_lock, entry=entry, method="extend", ttl=value), exc
+        yield f"{entry}.acquire(timout=1)", partial(call_lock, entry=entry, method="acquire", timout=1), TypeError
+        yield f"{entry}.extend(ttl_ms=1)", partial(call_lock, entry=entry, method="extend", ttl_ms=1), TypeError
     for cls in (rlock.Client, rlock.AsyncClient):
         for value, exc in URLS:
             yield f"{cls.__name__}({short(value)})", partial(make_client, cls=cls, url=value), exc
@@ -202,6 +205,39 @@ def test_every_bad_argument_raises_a_typed_error_at_once_and_sends_nothing(
     assert server.redis.dbsize() <= keys, "nothing was written"
 
 
+# A misspelt keyword, and the option the TypeError suggests instead.
+MISSPELT = [("timout", "timeout"), ("ttl_ms", "ttl"), ("maxHold", "max_hold"), ("autorenew", "auto_renew"),
+            ("queue_after_ms", "queue_after"), ("allow_long", "allow_long_ttl")]
+
+
+@pytest.mark.parametrize("entry", ["Client.lock", "AsyncClient.lock", "rlock.lock", "rlock.synchronized"])
+def test_a_misspelt_option_is_a_TypeError_naming_the_closest_option(nowhere: rlock.Client, entry: str) -> None:
+    aclient = rlock.AsyncClient(NOWHERE)
+    for given, meant in MISSPELT:
+        with pytest.raises(TypeError) as caught:
+            make_lock(nowhere, aclient, entry, "x", **{given: 3})
+        assert str(caught.value) == f"unexpected keyword argument {given!r} (did you mean {meant!r}?)"
+    # Nothing close: the key alone.
+    with pytest.raises(TypeError) as caught:
+        make_lock(nowhere, aclient, entry, "x", colour="blue")
+    assert str(caught.value) == "unexpected keyword argument 'colour'"
+
+
+@pytest.mark.parametrize("entry", ["Lock", "AsyncLock"])
+def test_a_misspelt_keyword_of_acquire_or_extend_names_the_closest_one(nowhere: rlock.Client, entry: str) -> None:
+    aclient = rlock.AsyncClient(NOWHERE)
+    with pytest.raises(TypeError, match=r"^unexpected keyword argument 'timout' \(did you mean 'timeout'\?\)$"):
+        call_lock(nowhere, aclient, entry, "acquire", timout=1)
+    with pytest.raises(TypeError, match=r"^unexpected keyword argument 'ttl_ms' \(did you mean 'ttl'\?\)$"):
+        call_lock(nowhere, aclient, entry, "extend", ttl_ms=1)
+    # A bad value of a known keyword keeps its own TypeError.
+    with pytest.raises(TypeError) as caught:
+        result = call_lock(nowhere, aclient, entry, "acquire", timeout="1")
+        if inspect.isawaitable(result):
+            asyncio.run(result)  # type: ignore[arg-type]
+    assert "unexpected keyword" not in str(caught.value)
+
+
 def test_unreachable_redis_is_a_fast_ConnectionError(nowhere: rlock.Client) -> None:
     start = time.monotonic()
     with pytest.raises(rlock.ConnectionError) as caught:
@@ -209,6 +245,19 @@ def test_unreachable_redis_is_a_fast_ConnectionError(nowhere: rlock.Client) -> N
     assert time.monotonic() - start < 1.5
     assert isinstance(caught.value, builtins.ConnectionError)
     assert isinstance(caught.value, rlock.LockError)
+
+
+def test_a_connection_error_names_the_server_and_never_its_password() -> None:
+    port = free_port()
+    for make in (rlock.Client, rlock.AsyncClient):
+        lock = make(f"redis://:hunter2@127.0.0.1:{port}").lock("x")
+        with pytest.raises(rlock.ConnectionError) as caught:
+            result = lock.acquire()
+            if inspect.isawaitable(result):
+                asyncio.run(result)  # type: ignore[arg-type]
+        shown = f"{caught.value!s} {caught.value!r}"
+        assert f"127.0.0.1:{port}" in shown
+        assert "hunter2" not in shown
 
 
 def test_wrong_password_is_a_ConnectionError_that_never_shows_it() -> None:
@@ -220,6 +269,7 @@ def test_wrong_password_is_a_ConnectionError_that_never_shows_it() -> None:
                 pass
         shown = f"{caught.value!s} {caught.value!r} {client!r}"
         assert "wrong-hunter2" not in shown
+        assert f"127.0.0.1:{guarded.port}" in str(caught.value), "names the server that refused"
         good = rlock.Client(f"redis://:right-password@127.0.0.1:{guarded.port}")
         with good.lock("x") as held:
             assert held.fencing_token is not None and held.fencing_token >= 1

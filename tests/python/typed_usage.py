@@ -3,15 +3,37 @@ user writes it, with the types the stubs promise."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
+import redis
+import redis.asyncio
+
 import rlock
+
+version: str = rlock.__version__
+
+
+def rebuild_cache(fence: int) -> None:
+    print(fence)
+
+
+def readme_example() -> None:
+    client = rlock.Client()
+    with client.lock("product:1001", ttl=10, timeout=3) as held:
+        rebuild_cache(fence=held.fencing_token)
+    with client.lock("product:1001") as lock:
+        same: rlock.HeldLock = lock
+        also: rlock.Lock = lock
+        assert same is also
 
 
 def sync_usage() -> Optional[int]:
     client = rlock.Client("redis://127.0.0.1:6379", prefix="app")
     with client.lock("product:1001", ttl=10, timeout=3) as held:
         token: Optional[int] = held.fencing_token
+        fence: int = held.fencing_token
+        assert fence == token
         lost: bool = held.lost
         name: str = held.name
         assert not lost and name
@@ -38,9 +60,13 @@ def sync_usage() -> Optional[int]:
 async def async_usage() -> bool:
     async with rlock.AsyncClient() as client:
         lock: rlock.AsyncLock = client.lock("product:1001", ttl=5.5)
-        async with lock:
+        async with lock as held:
             token: Optional[int] = lock.fencing_token
-            assert token is not None
+            fence: int = held.fencing_token
+            aheld: rlock.AsyncHeldLock = held
+            assert token == fence and await aheld.owned()
+        async with rlock.lock("sync-in-a-task") as sync_held:
+            rebuild_cache(sync_held.fencing_token)
         got: bool = await lock.acquire(blocking=False)
         if got:
             await lock.extend(10)
@@ -50,6 +76,21 @@ async def async_usage() -> bool:
         async with rlock.lock("sync-lock-in-a-task"):
             pass
         return await lock.locked()
+
+
+async def reuse_and_close(r: redis.asyncio.Redis) -> None:
+    aclient: rlock.AsyncClient = rlock.AsyncClient.from_redis(r, prefix="app")
+    await aclient.close()
+    aclient.close()
+    await aclient.aclose()
+    client: rlock.Client = rlock.Client.from_redis(redis.Redis(), tls_ca=b"pem")
+    client.close()
+
+
+def long_leases() -> None:
+    warnings.simplefilter("error", rlock.LongTtlWarning)
+    rlock.lock("report", ttl=7200, allow_long_ttl=True)
+    rlock.lock("report", ttl=7200, max_hold=7200)
 
 
 @rlock.synchronized("job", ttl=10)

@@ -20,7 +20,8 @@ pub(super) async fn run(lock: &Lock) -> Result<u32> {
         .unwrap_or_else(|| lock.options.first_lease());
     // The holder's view, carried by the request so that a resend is
     // recognised (see `ReleaseOf`).
-    let of = match context.holdings.view(&lock.keys.lock, &lock.owner) {
+    let view = context.holdings.view(&lock.keys.lock, &lock.owner);
+    let of = match view {
         Some(v) if v.lost.is_none() => ReleaseOf {
             before: i64::from(v.count),
             fence: v.fence,
@@ -64,7 +65,11 @@ pub(super) async fn run(lock: &Lock) -> Result<u32> {
             tracing::debug!(lock = %lock.name, remaining, "released");
             Ok(remaining)
         }
-        Err(reason) => {
+        Err(answer) => {
+            let reason =
+                context
+                    .holdings
+                    .refusal(&lock.keys.lock, &lock.owner, view.is_some(), answer);
             if of.before > 1 {
                 // An outer scope still believes it holds it: tell it.
                 releasing.lost(reason);

@@ -37,9 +37,9 @@ pub(crate) enum Attempt {
         /// The token of a grant this attempt got and gave back (too few
         /// replicas had it): a handoff message naming it grants nothing.
         undone: Option<u64>,
-        /// The last fencing token issued when this attempt ran (one Redis
-        /// deployment; 0 otherwise): a grant it names or an older one had
-        /// ended by then.
+        /// The last fencing token issued in the name's slot when this attempt
+        /// ran (one Redis deployment; 0 otherwise): a grant it names or an
+        /// older one had ended by then.
         issued: u64,
     },
 }
@@ -95,9 +95,10 @@ impl Deployment {
         ))
     }
 
-    /// Maps a Redis error to the connection category, without secrets.
-    pub(crate) fn error(&self, e: &redis::RedisError) -> Error {
-        Error::Connection(self.scrub(e.to_string()))
+    /// Maps a Redis error at `node` to the connection category, naming the
+    /// server, without secrets.
+    pub(crate) fn error(&self, node: &Node, e: &redis::RedisError) -> Error {
+        Error::Connection(format!("{}: {}", node.server(), self.scrub(e.to_string())))
     }
 
     pub(crate) fn scrub(&self, mut text: String) -> String {
@@ -136,10 +137,13 @@ impl Deployment {
                 async move {
                     let r = match tokio::time::timeout(self.node_timeout, fut).await {
                         Ok(Ok(v)) => Ok(v),
-                        Ok(Err(e)) => Err(format!("{}: {}", node.label, self.scrub(e.to_string()))),
+                        Ok(Err(e)) => {
+                            Err(format!("{}: {}", node.server(), self.scrub(e.to_string())))
+                        }
                         Err(_) => Err(format!(
                             "{}: no reply within {:?}",
-                            node.label, self.node_timeout
+                            node.server(),
+                            self.node_timeout
                         )),
                     };
                     (i, r)
@@ -159,7 +163,7 @@ impl Deployment {
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let lease_ms = req.lease.as_millis() as u64;
         if let Some(node) = self.only() {
-            let (reply, acked) = node.acquire(req).await.map_err(|e| self.error(&e))?;
+            let (reply, acked) = node.acquire(req).await.map_err(|e| self.error(node, &e))?;
             return match reply {
                 AcquireReply::Held { fence, count } => {
                     match (req.replicas, acked) {
@@ -173,7 +177,7 @@ impl Deployment {
                                 ReleaseOf::undo(fence, count),
                             )
                             .await
-                            .map_err(|e| self.error(&e))?;
+                            .map_err(|e| self.error(node, &e))?;
                             Ok(Attempt::Busy {
                                 retry_in_ms: rand::rng().random_range(5..=50),
                                 cause: Some(format!(
@@ -211,7 +215,10 @@ impl Deployment {
     /// line.
     pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> Result<Option<u64>> {
         match self.only() {
-            Some(node) => node.dequeue(keys, owner).await.map_err(|e| self.error(&e)),
+            Some(node) => node
+                .dequeue(keys, owner)
+                .await
+                .map_err(|e| self.error(node, &e)),
             None => Ok(None),
         }
     }
@@ -329,7 +336,7 @@ impl Deployment {
             let v = node
                 .release(keys, owner, lease_ms, of)
                 .await
-                .map_err(|e| self.error(&e))?;
+                .map_err(|e| self.error(node, &e))?;
             return Ok(owner_checked(v));
         }
         // Redlock: release everywhere. It was not ours when a majority says
@@ -357,7 +364,7 @@ impl Deployment {
             let (v, acked) = node
                 .extend(keys, owner, lease_ms, replicas, fence)
                 .await
-                .map_err(|e| self.error(&e))?;
+                .map_err(|e| self.error(node, &e))?;
             if let (Some(k), Some(acked)) = (replicas, acked) {
                 if acked < k && v == 1 {
                     return Err(Error::Connection(format!(
@@ -433,7 +440,7 @@ impl Deployment {
     /// The lock's state; in Redlock mode, as a majority sees it.
     pub(crate) async fn inspect(&self, keys: &Keys) -> Result<LockState> {
         if let Some(node) = self.only() {
-            return node.inspect(keys).await.map_err(|e| self.error(&e));
+            return node.inspect(keys).await.map_err(|e| self.error(node, &e));
         }
         let outcomes = self.each(|node| node.inspect(keys), |_| false).await;
         let states: Vec<LockState> = outcomes

@@ -192,11 +192,24 @@ pub(crate) struct SentinelRoute {
     sentinel: tokio::sync::Mutex<SentinelClient>,
     master: Rebuilt<ConnectionManager>,
     config: ConnectionManagerConfig,
+    /// The master's `host:port` as last resolved, for errors to name it;
+    /// `None` while the Sentinels themselves fail.
+    address: Mutex<Option<String>>,
 }
 
 impl SentinelRoute {
+    /// The master's address, noted for errors, and a client for it.
+    async fn master_client(
+        sentinel: &tokio::sync::Mutex<SentinelClient>,
+        address: &Mutex<Option<String>>,
+    ) -> RedisResult<redis::Client> {
+        let client = sentinel.lock().await.async_get_client().await;
+        *address.lock().unwrap() = client.as_ref().ok().map(server_of);
+        client
+    }
+
     async fn resolve(&self) -> RedisResult<ConnectionManager> {
-        let client = self.sentinel.lock().await.async_get_client().await?;
+        let client = Self::master_client(&self.sentinel, &self.address).await?;
         let conn = ConnectionManager::new_with_config(client, self.config.clone()).await?;
         tracing::debug!("resolved the master through Sentinel");
         Ok(conn)
@@ -232,8 +245,22 @@ pub(crate) enum Endpoint {
 /// One endpoint: its connection, and how its release messages are heard.
 pub(crate) struct Node {
     route: Route,
-    /// The endpoint as text, without credentials (for errors and logs).
+    /// The endpoint as text, without credentials (for errors and logs):
+    /// `host:port`, or the Sentinels or Cluster seeds it was given.
     pub(crate) label: String,
+}
+
+/// A server's `host:port`, as errors name it.
+fn server_of(client: &redis::Client) -> String {
+    match client.get_connection_info().addr() {
+        redis::ConnectionAddr::Tcp(host, port)
+        | redis::ConnectionAddr::TcpTls { host, port, .. }
+            if host.contains(':') =>
+        {
+            format!("[{host}]:{port}")
+        }
+        addr => addr.to_string(),
+    }
 }
 
 /// How long a `WAIT` for replicas may take after an acquire or extend.
@@ -244,38 +271,68 @@ fn wait_timeout(lease_ms: u64) -> u64 {
 impl Node {
     /// Connects; a `lazy` server endpoint connects on its first request
     /// instead (Redlock: one master being down must not stop the client).
+    /// A failure comes with the server it happened at (see [`Node::server`]).
     pub(crate) async fn connect(
         endpoint: Endpoint,
         label: String,
         config: ConnectionManagerConfig,
         lazy: bool,
-    ) -> RedisResult<Node> {
+    ) -> Result<Node, (redis::RedisError, String)> {
         let route = match endpoint {
             Endpoint::Server(client) => {
                 let conn = if lazy {
-                    ConnectionManager::new_lazy_with_config((*client).clone(), config)?
+                    ConnectionManager::new_lazy_with_config((*client).clone(), config)
                 } else {
-                    ConnectionManager::new_with_config((*client).clone(), config).await?
+                    ConnectionManager::new_with_config((*client).clone(), config).await
                 };
-                Route::Direct(conn, Arc::new(*client))
+                Route::Direct(conn.map_err(|e| (e, label.clone()))?, Arc::new(*client))
             }
             Endpoint::Sentinel(sentinel) => {
                 let sentinel = tokio::sync::Mutex::new(*sentinel);
-                let client = sentinel.lock().await.async_get_client().await?;
-                let first = ConnectionManager::new_with_config(client, config.clone()).await?;
+                let address = Mutex::new(None);
+                let first = async {
+                    let client = SentinelRoute::master_client(&sentinel, &address).await?;
+                    ConnectionManager::new_with_config(client, config.clone()).await
+                };
+                let first = first
+                    .await
+                    .map_err(|e| (e, Self::server_in(&label, &address)))?;
                 Route::Sentinel(Arc::new(SentinelRoute {
                     sentinel,
                     master: Rebuilt::new(first),
                     config,
+                    address,
                 }))
             }
             Endpoint::Cluster { commands, feed } => Route::Cluster(Box::new(ClusterRoute {
-                conn: Rebuilt::new(commands.get_async_connection().await?),
+                conn: Rebuilt::new(
+                    commands
+                        .get_async_connection()
+                        .await
+                        .map_err(|e| (e, label.clone()))?,
+                ),
                 commands: *commands,
                 feed: Arc::new(*feed),
             })),
         };
         Ok(Node { route, label })
+    }
+
+    /// The server a failure of this endpoint happened at, as errors name it:
+    /// its address; for a Sentinel group, the master last resolved (or the
+    /// Sentinels, while they fail).
+    pub(crate) fn server(&self) -> String {
+        match &self.route {
+            Route::Sentinel(s) => Self::server_in(&self.label, &s.address),
+            _ => self.label.clone(),
+        }
+    }
+
+    fn server_in(label: &str, master: &Mutex<Option<String>>) -> String {
+        match &*master.lock().unwrap() {
+            Some(address) => format!("{address} (the master, from {label})"),
+            None => label.to_owned(),
+        }
     }
 
     async fn conn(&self) -> RedisResult<Conn> {

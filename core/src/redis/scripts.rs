@@ -100,7 +100,8 @@ pub(crate) enum AcquireReply {
     /// Someone else holds it; `pttl_ms` is its remaining lease (-1: no expiry,
     /// -2: it vanished in between). `queued`: waiters stand in line.
     /// `bad`: the index in the script's KEYS of a key holding a value of
-    /// another type (0: none). `issued`: the last fencing token issued.
+    /// another type (0: none). `issued`: the last fencing token issued in
+    /// the name's slot.
     Busy {
         pttl_ms: i64,
         queued: bool,
@@ -150,7 +151,9 @@ pub struct LockState {
     pub fence: Option<u64>,
     /// Remaining lease in milliseconds (None when free or without expiry).
     pub ttl_ms: Option<u64>,
-    /// The last fencing token ever issued for this name (None: never).
+    /// The last fencing token issued in the name's Cluster slot, whose
+    /// counter every name of that slot shares (None: never): every token
+    /// this name had is at most it, and its next one is above it.
     pub fence_counter: Option<u64>,
     /// Waiters in line (live, or not yet found gone).
     pub waiting: u32,

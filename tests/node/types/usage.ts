@@ -23,7 +23,10 @@ export async function usage(): Promise<number> {
   const tlsBytes: Client = await Client.connect('rediss://db:6380', { tlsCa: new Uint8Array(0) })
   const replicated: Lock = redlock.lock('x', { syncReplicas: 1 })
   const queued: Lock = client.lock('x', { queueAfterMs: 0 })
-  void [cluster, tls, tlsBytes, replicated, queued]
+  const dayLong: Lock = client.lock('x', { ttlMs: 86_400_000, allowLongTtl: true })
+  // Any ioredis Redis or Cluster instance has these two.
+  const reused: Client = await Client.fromIoredis({ isCluster: false, options: { host: 'db', port: 6379 } }, { prefix: 'app' })
+  void [cluster, tls, tlsBytes, replicated, queued, dayLong, reused]
 
   const options: LockOptions = { ttlMs: 10_000, timeoutMs: 3_000, autoRenew: true, maxHoldMs: 60_000 }
   const lock: Lock = client.lock('product:1001', options)
@@ -56,7 +59,7 @@ export async function usage(): Promise<number> {
     await lock.release()
   } catch (err) {
     if (err instanceof LockNotOwnedError) {
-      const reason: 'expired' | 'held by another owner' = err.reason
+      const reason: 'not acquired by this owner' | 'already released' | 'expired' | 'held by another owner' = err.reason
       void reason
     } else if (err instanceof LockTimeoutError || err instanceof LockLostError) {
       const code: 'ERR_LOCK_TIMEOUT' | 'ERR_LOCK_LOST' = err.code
@@ -71,6 +74,12 @@ export async function usage(): Promise<number> {
   client.lock('x', { ttlMs: '1000' })
   // @ts-expect-error options are the documented ones
   client.lock('x', { ttl: 1000 })
+  // @ts-expect-error node-redlock's and redis-semaphore's names are not options
+  client.lock('x', { timeout: 300 })
+  // @ts-expect-error allowLongTtl is a boolean
+  client.lock('x', { allowLongTtl: 'yes' })
+  // @ts-expect-error fromIoredis() takes an ioredis instance, not a URL
+  await Client.fromIoredis('redis://127.0.0.1:6379')
   // @ts-expect-error syncReplicas is a number of replicas
   client.lock('x', { syncReplicas: true })
   // @ts-expect-error queueAfterMs is a number of milliseconds

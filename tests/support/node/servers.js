@@ -1,7 +1,7 @@
 'use strict'
 // A real redis-server on a free loopback port (plain or TLS-only), a Redis
-// Cluster built from such servers, and waiting on a condition until a
-// deadline. The one place the Node tests start Redis.
+// Cluster built from such servers, a Sentinel watching one, and waiting on a
+// condition until a deadline. The one place the Node tests start Redis.
 
 const { spawn, execFile } = require('node:child_process')
 const fs = require('node:fs')
@@ -227,4 +227,40 @@ class RedisCluster {
   }
 }
 
-module.exports = { RedisServer, RedisCluster, waitFor, freePort }
+/**
+ * A Sentinel (`redis-server --sentinel`) on loopback watching `primary`, a
+ * RedisServer, as the master named `name` (with the primary's password, if
+ * it has one); ready once it names that master's address.
+ */
+class RedisSentinel extends RedisServer {
+  static async start(primary, name) {
+    for (let tries = 0; tries < START_TRIES; tries++) {
+      const port = await freePort()
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rlock-node-sentinel-'))
+      const auth = primary.password === undefined ? '' : `sentinel auth-pass ${name} ${primary.password}\n`
+      fs.writeFileSync(
+        path.join(dir, 'sentinel.conf'),
+        `port ${port}\nbind 127.0.0.1\ndir ${dir}\nsentinel monitor ${name} 127.0.0.1 ${primary.port} 1\n${auth}`,
+      )
+      const child = spawn('redis-server', ['sentinel.conf', '--sentinel'], { stdio: 'ignore', cwd: dir })
+      const sentinel = new RedisSentinel(port, dir, child)
+      const master = async () => {
+        if (!sentinel.running) return 'exited'
+        const addr = await sentinel.cli('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name).catch(() => '')
+        return addr.includes(String(primary.port)) ? 'up' : undefined
+      }
+      // Another file's server may take the port first: then it starts again.
+      if ((await waitFor(master, { timeoutMs: 10000, intervalMs: 50, what: 'Sentinel start' })) === 'up') return sentinel
+      await sentinel.stop()
+    }
+    throw new Error(`redis-server --sentinel found its port taken ${START_TRIES} times in a row`)
+  }
+
+  /** A redis-server process like any other (`running`, `cli`, `stop`), in Sentinel mode. */
+  constructor(port, dir, child) {
+    super(port, dir, [], false)
+    this.child = child
+  }
+}
+
+module.exports = { RedisServer, RedisCluster, RedisSentinel, waitFor, freePort }

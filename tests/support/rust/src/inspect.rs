@@ -26,18 +26,16 @@ impl RedisServer {
     /// way release.lua does but without the handoff message (as if that were
     /// lost or not read yet); returns the new fencing token.
     pub fn hand_over_silently(&self, name: &str, owner: &str) -> u64 {
-        let key = format!("rlock:{{{name}}}");
+        let keys = rlock_core::Keys::new("rlock", name);
+        let key = &keys.lock;
         let mut c = self.conn();
-        let fence: u64 = redis::cmd("INCR")
-            .arg(format!("{key}:fence"))
-            .query(&mut c)
-            .unwrap();
+        let fence: u64 = redis::cmd("INCR").arg(&keys.fence).query(&mut c).unwrap();
         let _: () = redis::pipe()
             .cmd("DEL")
-            .arg(&key)
+            .arg(key)
             .ignore()
             .cmd("HSET")
-            .arg(&key)
+            .arg(key)
             .arg("owner")
             .arg(owner)
             .arg("count")
@@ -46,14 +44,14 @@ impl RedisServer {
             .arg(fence)
             .ignore()
             .cmd("PEXPIRE")
-            .arg(&key)
+            .arg(key)
             .arg(30_000)
             .ignore()
             .cmd("LPOP")
-            .arg(format!("{key}:queue"))
+            .arg(&keys.queue)
             .ignore()
             .cmd("HDEL")
-            .arg(format!("{key}:leases"))
+            .arg(&keys.leases)
             .arg(owner)
             .ignore()
             .query(&mut c)

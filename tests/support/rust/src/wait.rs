@@ -25,6 +25,19 @@ pub fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) 
     }
 }
 
+/// Waits until `n` waiters stand in `lock`'s line, as its state reports.
+pub async fn until_in_line(lock: &rlock_core::Lock, n: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = lock.state().await.unwrap().waiting;
+        if now == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{now} in line, expected {n}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The outcome of a spawned task, which must finish `within`.
 pub async fn finished<T>(task: tokio::task::JoinHandle<T>, within: Duration) -> T {
     tokio::time::timeout(within, task)
