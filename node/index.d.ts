@@ -153,7 +153,7 @@ export declare class LockNotOwnedError extends LockError {
 
 export declare class LockLostError extends LockError {
   readonly code: 'ERR_LOCK_LOST'
-  /** Why the lease ended (for example 'the lock key disappeared (expired or deleted)'). */
+  /** Why the lease ended (for example 'the lock key disappeared as it expired or was deleted'). */
   readonly reason: string
 }
 

@@ -273,20 +273,29 @@ pub fn closest_option<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
     }
     // A name inside another, at either end: at least three letters, so that
     // a stray short word does not match every name that happens to hold it.
-    let contained = known
-        .iter()
-        .copied()
-        .filter(|k| {
-            let name = stem(k);
-            let (short, long) = if name.len() < wanted.len() {
-                (&name, &wanted)
-            } else {
-                (&wanted, &name)
-            };
-            short.len() >= 3 && (long.starts_with(short.as_str()) || long.ends_with(short.as_str()))
-        })
-        .collect();
-    if let Some(found) = best_of(contained) {
+    // The end first: a compound's last word names the thing
+    // (`blocking_timeout`, `acquireTimeout` are timeouts).
+    let inside = |at_end: bool| {
+        known
+            .iter()
+            .copied()
+            .filter(|k| {
+                let name = stem(k);
+                let (short, long) = if name.len() < wanted.len() {
+                    (&name, &wanted)
+                } else {
+                    (&wanted, &name)
+                };
+                short.len() >= 3
+                    && if at_end {
+                        long.ends_with(short.as_str())
+                    } else {
+                        long.starts_with(short.as_str())
+                    }
+            })
+            .collect::<Vec<_>>()
+    };
+    if let Some(found) = best_of(inside(true)).or_else(|| best_of(inside(false))) {
         return Some(found);
     }
     // Nearer than this is a typo (a letter or two in a short name); farther
@@ -631,6 +640,8 @@ mod tests {
             ("tll", "ttl"),
             ("blockng", "blocking"),
             ("autorenew", "auto_renew"),
+            ("blocking_timeout", "timeout"),
+            ("acquire_timeout", "timeout"),
         ] {
             assert_eq!(closest_option(given, &python), Some(meant), "{given}");
         }
