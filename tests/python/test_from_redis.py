@@ -17,7 +17,7 @@ import redis.sentinel
 
 import rlock
 from rlock_test_support.keys import lock_key
-from rlock_test_support.servers import RedisCluster, RedisServer, free_port
+from rlock_test_support.servers import RedisCluster, RedisServer, Sentinel, free_port
 
 PASSWORD = "s3cret:@/%"  # every character a URL would need encoded
 
@@ -135,6 +135,22 @@ def test_a_sentinel_managed_client_makes_a_sentinel_url() -> None:
     with pytest.raises(ValueError, match="Sentinels' own") as caught:
         rlock.Client.from_redis(guarded.master_for("mymaster"))
     assert "sentinel-pass" not in str(caught.value)
+
+
+def test_a_sentinel_managed_client_locks_on_the_master_sentinel_names(name: str) -> None:
+    master = RedisServer()
+    sentinel = Sentinel(("mymaster", "127.0.0.1", master.port, 1))
+    try:
+        r = redis.sentinel.Sentinel([("127.0.0.1", sentinel.port)], db=1).master_for("mymaster")
+        client = rlock.Client.from_redis(r)
+        with client.lock(name, timeout=5) as held:
+            assert held.fencing_token >= 1
+            assert redis.Redis(port=master.port, db=1).exists(lock_key(name))
+        assert not redis.Redis(port=master.port, db=1).exists(lock_key(name))
+        client.close()
+    finally:
+        sentinel.stop()
+        master.stop()
 
 
 @pytest.mark.parametrize("make", [rlock.Client, rlock.AsyncClient], ids=lambda c: c.__name__)
