@@ -109,114 +109,18 @@ impl Client {
     /// `options.cluster`, otherwise independent masters locked by majority
     /// (Redlock). Every argument is checked before any I/O.
     pub async fn connect_urls<S: AsRef<str>>(urls: &[S], options: ClientOptions) -> Result<Self> {
-        options::prefix(&options.prefix)?;
-        let targets = urls
-            .iter()
-            .map(|u| Target::parse(u.as_ref()))
-            .collect::<Result<Vec<_>>>()?;
-        if targets.is_empty() {
-            return Err(Error::invalid("at least one Redis URL is needed"));
-        }
-        if targets.len() > 1 && targets.iter().any(|t| t.sentinel) {
-            return Err(Error::invalid(
-                "a redis+sentinel:// URL names a whole deployment; give it alone",
-            ));
-        }
+        let targets = checked_targets(urls, &options)?;
         let secrets: Vec<String> = targets.iter().flat_map(|t| t.secrets.clone()).collect();
         let display = targets
             .iter()
             .map(|t| t.display.as_str())
             .collect::<Vec<_>>()
             .join(",");
-        let config = manager_config(options.connect_timeout, options.response_timeout);
-        // What failed, named by the server it failed at, never with a password.
-        let failure = |(e, server): (redis::RedisError, String)| {
-            let mut text = e.to_string();
-            for s in secrets.iter().filter(|s| !s.is_empty()) {
-                text = text.replace(s.as_str(), "***");
-            }
-            format!("{server}: {text}")
-        };
+        let failures = Failures(&secrets);
         let nodes = if options.cluster {
-            if targets.iter().any(|t| t.sentinel) {
-                return Err(Error::invalid(
-                    "cluster mode takes redis:// seed URLs, not Sentinel",
-                ));
-            }
-            let build = |protocol| {
-                let mut builder = redis::cluster::ClusterClientBuilder::new(
-                    targets.iter().map(|t| t.url.as_str()),
-                )
-                .use_protocol(protocol)
-                .connection_timeout(options.connect_timeout)
-                .response_timeout(options.response_timeout)
-                // redis-rs retries a request 16 times with waits growing to
-                // minutes; a lock operation must fail (and be retried by its
-                // caller) within seconds instead.
-                .retries(3)
-                .min_retry_wait(10)
-                .max_retry_wait(500);
-                if let Some(pem) = &options.tls_ca_pem {
-                    builder = builder.certs(certificates(pem));
-                }
-                builder
-                    .build()
-                    .map_err(|e| Error::invalid(format!("bad cluster seeds: {e}")))
-            };
-            // Commands over RESP2; sharded pub/sub needs RESP3 push messages.
-            let cluster = Endpoint::Cluster {
-                commands: Box::new(build(redis::ProtocolVersion::RESP2)?),
-                feed: Box::new(build(redis::ProtocolVersion::RESP3)?),
-            };
-            let seeds = targets
-                .iter()
-                .map(|t| t.address.as_str())
-                .collect::<Vec<_>>()
-                .join(",");
-            vec![
-                Node::connect(cluster, format!("Cluster {seeds}"), config, false)
-                    .await
-                    .map_err(|f| Error::Connection(failure(f)))?,
-            ]
+            vec![connect_cluster(&targets, &options, &failures).await?]
         } else {
-            let redlock = targets.len() > 1;
-            // A Redlock master that is down must fail its requests at once:
-            // the quorum does without it, while a request waiting out
-            // reconnection back-offs would hold every decision (and the
-            // grants of a split vote) for the whole node timeout.
-            let config = if redlock {
-                config.set_number_of_retries(0)
-            } else {
-                config
-            };
-            let mut nodes = Vec::with_capacity(targets.len());
-            for t in &targets {
-                let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;
-                nodes.push(
-                    Node::connect(endpoint, t.address.clone(), config.clone(), redlock)
-                        .await
-                        .map_err(|f| Error::Connection(failure(f)))?,
-                );
-            }
-            if redlock {
-                // A minority of masters may be down; a majority must answer.
-                let answers = futures_util::future::join_all(nodes.iter().map(|n| async move {
-                    tokio::time::timeout(options.connect_timeout, n.ping())
-                        .await
-                        .map_err(|_| format!("{}: no answer", n.server()))
-                        .and_then(|r| r.map_err(|e| failure((e, n.server()))))
-                }))
-                .await;
-                let down: Vec<String> = answers.into_iter().filter_map(Result::err).collect();
-                if nodes.len() - down.len() < nodes.len() / 2 + 1 {
-                    return Err(Error::Connection(format!(
-                        "fewer than a majority of the {} masters answer: {}",
-                        nodes.len(),
-                        down.join("; ")
-                    )));
-                }
-            }
-            nodes
+            connect_masters(&targets, &options, &failures).await?
         };
         let deployment = Arc::new(Deployment::new(nodes, secrets, options.node_timeout));
         let context = Context::new(
@@ -371,4 +275,133 @@ impl fmt::Debug for Closing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Closing")
     }
+}
+
+/// The URLs and options of a connection, checked before any I/O.
+fn checked_targets<S: AsRef<str>>(urls: &[S], options: &ClientOptions) -> Result<Vec<Target>> {
+    options::prefix(&options.prefix)?;
+    let targets = urls
+        .iter()
+        .map(|u| Target::parse(u.as_ref()))
+        .collect::<Result<Vec<_>>>()?;
+    if targets.is_empty() {
+        return Err(Error::invalid("at least one Redis URL is needed"));
+    }
+    if targets.len() > 1 && targets.iter().any(|t| t.sentinel) {
+        return Err(Error::invalid(
+            "a redis+sentinel:// URL names a whole deployment; give it alone",
+        ));
+    }
+    if options.cluster && targets.iter().any(|t| t.sentinel) {
+        return Err(Error::invalid(
+            "cluster mode takes redis:// seed URLs, not Sentinel",
+        ));
+    }
+    Ok(targets)
+}
+
+/// What failed, named by the server it failed at, never with a password.
+struct Failures<'a>(&'a [String]);
+
+impl Failures<'_> {
+    fn text(&self, e: &redis::RedisError, server: &str) -> String {
+        let mut text = e.to_string();
+        for s in self.0.iter().filter(|s| !s.is_empty()) {
+            text = text.replace(s.as_str(), "***");
+        }
+        format!("{server}: {text}")
+    }
+
+    fn connection(&self, (e, server): (redis::RedisError, String)) -> Error {
+        Error::Connection(self.text(&e, &server))
+    }
+}
+
+/// One node standing for a whole Redis Cluster, reached through its seeds.
+async fn connect_cluster(
+    targets: &[Target],
+    options: &ClientOptions,
+    failures: &Failures<'_>,
+) -> Result<Node> {
+    let build = |protocol| {
+        let mut builder =
+            redis::cluster::ClusterClientBuilder::new(targets.iter().map(|t| t.url.as_str()))
+                .use_protocol(protocol)
+                .connection_timeout(options.connect_timeout)
+                .response_timeout(options.response_timeout)
+                // redis-rs retries a request 16 times with waits growing to
+                // minutes; a lock operation must fail (and be retried by its
+                // caller) within seconds instead.
+                .retries(3)
+                .min_retry_wait(10)
+                .max_retry_wait(500);
+        if let Some(pem) = &options.tls_ca_pem {
+            builder = builder.certs(certificates(pem));
+        }
+        builder
+            .build()
+            .map_err(|e| Error::invalid(format!("bad cluster seeds: {e}")))
+    };
+    // Commands over RESP2; sharded pub/sub needs RESP3 push messages.
+    let cluster = Endpoint::Cluster {
+        commands: Box::new(build(redis::ProtocolVersion::RESP2)?),
+        feed: Box::new(build(redis::ProtocolVersion::RESP3)?),
+    };
+    let seeds = targets
+        .iter()
+        .map(|t| t.address.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let config = manager_config(options.connect_timeout, options.response_timeout);
+    Node::connect(cluster, format!("Cluster {seeds}"), config, false)
+        .await
+        .map_err(|f| failures.connection(f))
+}
+
+/// One server (or the master a Sentinel names), or the masters of a Redlock,
+/// a majority of which must answer.
+async fn connect_masters(
+    targets: &[Target],
+    options: &ClientOptions,
+    failures: &Failures<'_>,
+) -> Result<Vec<Node>> {
+    let redlock = targets.len() > 1;
+    let config = manager_config(options.connect_timeout, options.response_timeout);
+    // A Redlock master that is down must fail its requests at once: the
+    // quorum does without it, while a request waiting out reconnection
+    // back-offs would hold every decision (and the grants of a split vote)
+    // for the whole node timeout.
+    let config = if redlock {
+        config.set_number_of_retries(0)
+    } else {
+        config
+    };
+    let mut nodes = Vec::with_capacity(targets.len());
+    for t in targets {
+        let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;
+        nodes.push(
+            Node::connect(endpoint, t.address.clone(), config.clone(), redlock)
+                .await
+                .map_err(|f| failures.connection(f))?,
+        );
+    }
+    if redlock {
+        // A minority of masters may be down; a majority must answer.
+        let answers = futures_util::future::join_all(nodes.iter().map(|n| async move {
+            tokio::time::timeout(options.connect_timeout, n.ping())
+                .await
+                .map_err(|_| format!("{}: no answer", n.server()))
+                .and_then(|r| r.map_err(|e| failures.text(&e, &n.server())))
+        }))
+        .await;
+        let down: Vec<String> = answers.into_iter().filter_map(Result::err).collect();
+        if nodes.len() - down.len() < nodes.len() / 2 + 1 {
+            return Err(Error::Connection(format!(
+                "fewer than a majority of the {} masters answer: {}",
+                nodes.len(),
+                down.join("; ")
+            )));
+        }
+    }
+    Ok(nodes)
 }
