@@ -165,6 +165,13 @@ impl Releasing<'_> {
         });
     }
 
+    /// An inner scope of a holding already lost ended: the `scopes` outside
+    /// it still hold it, lost, so each of them hears of the loss when it ends
+    /// rather than finding nothing held.
+    pub(crate) fn still_lost_for(&self, scopes: u32) {
+        self.with(|h| h.count = scopes);
+    }
+
     /// Redis said it was not this owner's: renewals for it stop here.
     pub(crate) fn forget(&self) {
         if self.with(|_| ()).is_some() {

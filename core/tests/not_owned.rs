@@ -167,3 +167,51 @@ async fn releases_are_remembered_in_a_bounded_table() {
         "the oldest releases are forgotten"
     );
 }
+
+/// Nested scopes of one owner whose lease ended: each scope ends with the
+/// loss, the outer one too (not "already released": it released nothing).
+#[tokio::test]
+async fn every_nested_scope_of_a_lost_holding_ends_with_the_loss() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    for (name, taken_over) in [("nested-expired", false), ("nested-taken", true)] {
+        let lock = client.lock_with(name, short()).unwrap();
+        lock.acquire(Wait::Once).await.unwrap();
+        lock.acquire(Wait::Once).await.unwrap();
+        wait_gone(&redis, name).await;
+        if taken_over {
+            let other = client.lock(name).unwrap();
+            other.acquire(Wait::Once).await.unwrap();
+        }
+        for scope in ["inner", "outer"] {
+            match lock.finish().await {
+                Err(Error::Lost { .. }) => {}
+                other => panic!("{name}: the {scope} scope ended with {other:?}"),
+            }
+        }
+        // Both scopes ended: a third release is one too many.
+        assert_eq!(
+            refused(lock.release().await),
+            NotOwnedReason::AlreadyReleased,
+            "{name}"
+        );
+    }
+}
+
+/// JavaScript's `await using` ends nested scopes with `finish_if_held`:
+/// the outer one hears of the loss too.
+#[tokio::test]
+async fn finish_if_held_of_an_outer_scope_of_a_lost_holding_reports_the_loss() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let lock = client.lock_with("nested-using", short()).unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    wait_gone(&redis, "nested-using").await;
+    for scope in ["inner", "outer"] {
+        match lock.finish_if_held().await {
+            Err(Error::Lost { .. }) => {}
+            other => panic!("the {scope} scope ended with {other:?}"),
+        }
+    }
+}
