@@ -156,20 +156,15 @@ impl Releasing<'_> {
         }
     }
 
-    /// Redis said a nested release's holding was not this owner's: it was
-    /// lost, and stays so (holding nothing) for the scope that still holds it.
-    pub(crate) fn lost(&self, reason: NotOwnedReason) {
+    /// Redis refused the release of an inner scope (or the holding was lost
+    /// already): the `scopes` outside it still believe they hold it, so the
+    /// holding stays, lost, and each of them hears of the loss when it ends
+    /// rather than finding nothing held.
+    pub(crate) fn lost_for(&self, scopes: u32, reason: NotOwnedReason) {
         self.with(|h| {
-            h.count = 0;
+            h.count = scopes;
             h.lose(lost_by(reason));
         });
-    }
-
-    /// An inner scope of a holding already lost ended: the `scopes` outside
-    /// it still hold it, lost, so each of them hears of the loss when it ends
-    /// rather than finding nothing held.
-    pub(crate) fn still_lost_for(&self, scopes: u32) {
-        self.with(|h| h.count = scopes);
     }
 
     /// Redis said it was not this owner's: renewals for it stop here.

@@ -70,16 +70,11 @@ pub(super) async fn run(lock: &Lock) -> Result<u32> {
                 context
                     .holdings
                     .refusal(&lock.keys.lock, &lock.owner, view.is_some(), answer);
-            let outer_scopes = view
-                .filter(|v| v.lost.is_some())
-                .map_or(0, |v| v.count.saturating_sub(1));
-            if of.before > 1 {
-                // An outer scope still believes it holds it: tell it.
-                releasing.lost(reason);
-            } else if outer_scopes > 0 {
-                // Lost already, and scopes outside this one hold it still:
-                // each must end with the loss, not with "already released".
-                releasing.still_lost_for(outer_scopes);
+            // Scopes outside this one still believe they hold it: each must
+            // end with the loss, not with "already released".
+            let outer_scopes = view.map_or(0, |v| v.count.saturating_sub(1));
+            if outer_scopes > 0 {
+                releasing.lost_for(outer_scopes, reason);
             } else {
                 releasing.forget();
             }
