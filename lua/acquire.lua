@@ -1,11 +1,14 @@
 -- acquire: take the lock, or re-enter it when this owner already holds it.
--- (queue.lua is prepended: queue_head, queue_pop, next_fence, take.)
+-- (queue.lua is prepended: queue_head, queue_pop, issued_fence, next_fence,
+-- take.)
 -- KEYS[1] lock hash  P:{NAME}        fields owner, count, fence; PEXPIRE = lease
 -- KEYS[2] fence counter P:fence{T}   of the Cluster slot of P:{NAME} (T: the
 --         smallest number in that slot), shared by every name of the slot;
 --         INCR once per fresh acquisition, never expires
 -- KEYS[3] waiting line  P:{NAME}:queue   (see queue.lua)
 -- KEYS[4] their leases  P:{NAME}:leases
+-- KEYS[5] legacy fence counter  P:{NAME}:fence  of earlier builds: folded
+--         into KEYS[2] and deleted at the first token issued for the name
 -- ARGV[1] owner id
 -- ARGV[2] lease in milliseconds
 -- ARGV[3] the re-entry count this owner believes it holds before this
@@ -24,14 +27,16 @@
 --         the line too); bad: the index in KEYS of a key holding a value of
 --         another type (0: none; the fence counter's stops the lock being
 --         taken, and nothing is written then; a line key's only the line);
---         issued: the last fencing token issued in the slot, so a waiter in
---         line knows a handoff naming a token up to it for one that ended
---         before this attempt (a later one got a larger token, whatever
---         other names of the slot took meanwhile).
+--         issued: the last fencing token issued in the slot, or by the
+--         legacy counter if that is larger, so a waiter in line knows a
+--         handoff naming a token up to it for one that ended before this
+--         attempt (a later one got a larger token, whatever other names of
+--         the slot took meanwhile).
 local owner = ARGV[1]
 local fence
--- Neither a lock nor a line: the common case, answered by one read.
-if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+-- Neither a lock nor a line nor a legacy counter to fold: the common case,
+-- answered by one read.
+if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[5]) == 0 then
   fence = next_fence(KEYS[2])
   if not fence then
     return {0, 20, 0, 2, 0}
@@ -44,7 +49,7 @@ if kind == 'none' then
   -- instead of being released): nobody barges past it.
   local head = queue_head(KEYS[3], KEYS[4], ARGV[5], ARGV[6])
   if head == nil or head == owner then
-    fence = next_fence(KEYS[2])
+    fence = next_fence(KEYS[2], KEYS[5])
     if not fence then
       return {0, 20, 0, 2, 0}
     end
@@ -79,7 +84,7 @@ elseif ARGV[4] == '1' then
     bad = 4
   end
 end
-local issued = tonumber(redis.pcall('GET', KEYS[2])) or 0
+local issued = issued_fence(KEYS[2], KEYS[5])
 if kind == 'none' then
   -- the waiter first in line takes it on its next attempt
   return {0, 20, 1, bad, issued}

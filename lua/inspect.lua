@@ -2,15 +2,35 @@
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)
 -- KEYS[3] waiting line  P:{NAME}:queue (fair waiters, and others once they waited queue_after)
+-- KEYS[4] legacy fence counter  P:{NAME}:fence (see acquire.lua)
 -- returns {held, owner, count, fence, pttl, fence_counter, waiting}
 --   held 0: free; 1: held through this protocol; 2: held by a key of another type
 --   owner, count, fence: the holding's fields ('' / 0 / 0 when not a hash holding)
 --   pttl: remaining lease in ms (-1: no expiry, -2: free)
---   fence_counter: the last fencing token issued in the name's slot (0:
---     never): every token this name had is at most it, its next is above
+--   fence_counter: the last fencing token issued in the name's slot, or by
+--     its legacy counter if that is larger (0: never, or neither counter
+--     holds a number): every token this name had is at most it, its next
+--     is above
 --   waiting: waiters in line (live or not yet found dead)
 local kind = redis.call('TYPE', KEYS[1])['ok']
-local counter = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+-- A counter of another type reads as none: it must not stop every name of
+-- the slot from being inspected. As queue.lua's counter_value and
+-- legacy_fence read them (this script goes alone).
+local function counter_value(key)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' and value['err'] then
+    if string.sub(value['err'], 1, 9) ~= 'WRONGTYPE' then
+      error(value)
+    end
+    return nil
+  end
+  return value
+end
+local counter = tonumber(counter_value(KEYS[2])) or 0
+local legacy = counter_value(KEYS[4])
+if legacy and #legacy <= 15 and string.match(legacy, '^%-?%d+$') then
+  counter = math.max(counter, tonumber(legacy))
+end
 local waiting = redis.call('LLEN', KEYS[3])
 if kind == 'none' then
   return {0, '', 0, 0, -2, counter, waiting}

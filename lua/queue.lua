@@ -56,13 +56,57 @@ local function queue_pop(queue_key, leases_key, owner)
   redis.call('HDEL', leases_key, owner)
 end
 
+-- GET of a fence counter: nil when absent or of another type (the script
+-- goes on without it); any other failure (an ACL without GET, say) is the
+-- script's error, never read as a counter of 0.
+local function counter_value(key)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' and value['err'] then
+    if string.sub(value['err'], 1, 9) ~= 'WRONGTYPE' then
+      error(value)
+    end
+    return nil
+  end
+  return value
+end
+
+-- The per-name counter of earlier builds (P:{NAME}:fence) as a number, or
+-- nil when absent or anything but a whole number of up to 15 characters,
+-- which Lua's numbers hold exactly (such a key is left as it is).
+local function legacy_fence(legacy_key)
+  local value = counter_value(legacy_key)
+  if value and #value <= 15 and string.match(value, '^%-?%d+$') then
+    return tonumber(value)
+  end
+  return nil
+end
+
+-- The last fencing token issued for this name's slot: the slot counter or
+-- the legacy one, whichever is larger (0: none, or neither holds a number).
+local function issued_fence(fence_key, legacy_key)
+  local issued = tonumber(counter_value(fence_key)) or 0
+  return math.max(issued, legacy_fence(legacy_key) or 0)
+end
+
 -- The next fencing token, or nil when the counter holds something else than
 -- an integer (then nothing was written). The counter is the slot's, shared
--- by every name of it: a name's tokens grow, but with gaps.
-local function next_fence(fence_key)
+-- by every name of it: a name's tokens grow, but with gaps. The name's
+-- legacy counter is folded in: the token is above it too, and it is deleted
+-- (the slot counter, raised to it, stands for it from then on); no
+-- `legacy_key` when the caller knows it absent.
+local function next_fence(fence_key, legacy_key)
+  -- read first: a failing read must leave nothing written
+  local legacy = legacy_key and legacy_fence(legacy_key)
   local fence = redis.pcall('INCR', fence_key)
   if type(fence) ~= 'number' then
     return nil
+  end
+  if legacy then
+    if legacy >= fence then
+      fence = legacy + 1
+      redis.call('SET', fence_key, string.format('%d', fence))
+    end
+    redis.call('DEL', legacy_key)
   end
   return fence
 end

@@ -8,6 +8,8 @@
 -- KEYS[3] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)
 -- KEYS[4] waiting line  P:{NAME}:queue
 -- KEYS[5] their leases  P:{NAME}:leases
+-- KEYS[6] legacy fence counter  P:{NAME}:fence  (see acquire.lua), folded in
+--         when the lock is handed over
 -- ARGV[1] owner id
 -- ARGV[2] lease in milliseconds, restored on the holding that remains after a
 --         nested release
@@ -52,7 +54,7 @@ end
 -- Everything a handoff needs is read before its first write.
 local head, lease = queue_head(KEYS[4], KEYS[5], ARGV[4], ARGV[5])
 if head then
-  local fence = next_fence(KEYS[3])
+  local fence = next_fence(KEYS[3], KEYS[6])
   if fence then
     local previous = ARGV[1] .. ':' .. tostring(redis.call('HGET', KEYS[1], 'fence'))
     queue_pop(KEYS[4], KEYS[5], head)

@@ -19,6 +19,10 @@ pub struct Keys {
     /// to, INCR per fresh acquisition of any name of that slot. One counter
     /// per slot rather than per name: released names leave no key behind.
     pub fence: String,
+    /// `P:{NAME}:fence`: the per-name counter of earlier builds. The scripts
+    /// that issue a token fold it into `fence` (raise that to it, then DEL
+    /// it), so tokens keep growing on a Redis those builds used.
+    pub legacy_fence: String,
     /// `P:{NAME}:released`: the pub/sub channel announcing full releases.
     pub channel: String,
     /// `P:{NAME}:queue`: fair mode's waiting line (owner ids in arrival order).
@@ -38,6 +42,7 @@ impl Keys {
             // No `:` before the brace: a lock key is always `PREFIX:{...`, so
             // no lock of any other prefix (`P:fence`, say) has this key.
             fence: format!("{prefix}:fence{{{}}}", slot_tag(Slot::for_key(&lock))),
+            legacy_fence: format!("{lock}:fence"),
             channel: format!("{lock}:released"),
             queue: format!("{lock}:queue"),
             leases: format!("{lock}:leases"),
@@ -80,6 +85,7 @@ mod tests {
         assert_eq!(k.lock, "rlock:{product:1001}");
         // product:1001 is in slot 181, and 47183 the first number that is.
         assert_eq!(k.fence, "rlock:fence{47183}");
+        assert_eq!(k.legacy_fence, "rlock:{product:1001}:fence");
         assert_eq!(k.channel, "rlock:{product:1001}:released");
         assert_eq!(k.queue, "rlock:{product:1001}:queue");
         assert_eq!(k.leases, "rlock:{product:1001}:leases");
@@ -91,6 +97,11 @@ mod tests {
         for name in ["product:1001", "a}b", "odd", "ü", "x{y}"] {
             let k = Keys::new("app", name);
             assert_eq!(Slot::for_key(&k.fence), Slot::for_key(&k.lock), "{name}");
+            assert_eq!(
+                Slot::for_key(&k.legacy_fence),
+                Slot::for_key(&k.lock),
+                "{name}"
+            );
         }
         // Names of one slot share one counter; of two slots, two.
         assert_eq!(Keys::new("app", "a}b").fence, Keys::new("app", "a}c").fence);

@@ -446,7 +446,13 @@ impl Node {
         let keys = req.keys;
         let lease_ms = req.lease.as_millis() as u64;
         let call = ACQUIRE
-            .call(&[&keys.lock, &keys.fence, &keys.queue, &keys.leases])
+            .call(&[
+                &keys.lock,
+                &keys.fence,
+                &keys.queue,
+                &keys.leases,
+                &keys.legacy_fence,
+            ])
             .arg(req.owner)
             .arg(lease_ms)
             .arg(i64::from(req.believed))
@@ -492,6 +498,7 @@ impl Node {
                 &keys.fence,
                 &keys.queue,
                 &keys.leases,
+                &keys.legacy_fence,
             ])
             .arg(owner)
             .arg(lease_ms)
@@ -566,7 +573,7 @@ impl Node {
 
     /// `inspect.lua`.
     pub(crate) async fn inspect(&self, keys: &Keys) -> RedisResult<LockState> {
-        let call = INSPECT.call(&[&keys.lock, &keys.fence, &keys.queue]);
+        let call = INSPECT.call(&[&keys.lock, &keys.fence, &keys.queue, &keys.legacy_fence]);
         let reply = match self.call(&call).await {
             Err(e) if is_transient(&e) => self.call(&call).await?,
             other => other?,
