@@ -98,8 +98,14 @@ local function next_fence(fence_key, legacy_key)
   -- read first: a failing read must leave nothing written
   local legacy = legacy_key and legacy_fence(legacy_key)
   local fence = redis.pcall('INCR', fence_key)
-  if type(fence) ~= 'number' then
-    return nil
+  if type(fence) == 'table' and fence['err'] then
+    -- Only a counter that is not a number is answered as one (nothing was
+    -- written); a refusal by an ACL or maxmemory is the script's error.
+    local err = fence['err']
+    if string.sub(err, 1, 9) == 'WRONGTYPE' or string.find(err, 'not an integer', 1, true) then
+      return nil
+    end
+    error(fence)
   end
   if legacy then
     if legacy >= fence then
