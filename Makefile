@@ -4,14 +4,15 @@ export CARGO_TERM_COLOR ?= never
 
 .PHONY: test lint test-rust
 
-## Every check CI runs: formatting, lints, and every test suite.
-test: lint test-rust test-python test-node test-interop test-faults test-netfaults test-soak test-docs
+## Every check CI runs: formatting, lints, one version, every test suite, and the release artefacts installed.
+test: lint test-rust test-python test-node test-interop test-faults test-netfaults test-soak test-docs test-dist
 
 lint:
 	scripts/ensure-redis
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	scripts/check-module-cycles
+	scripts/check-version
 
 test-rust:
 	scripts/ensure-redis
@@ -35,14 +36,36 @@ python-package: .venv/.installed
 	touch $@
 
 .PHONY: test-node
-## The Node package: `npm install` builds the addon (its prepare script), then its node --test suite.
+## The Node package: the dev tools and the release addon (node-package), then its node --test suite.
 test-node: node-package
 	scripts/ensure-redis
 	npm test
 
-.PHONY: node-package
-node-package:
+NODE_ADDON := node/rlock.linux-x64-gnu.node
+# What the addon and its loader are built from (package.json too: the loader checks the platform
+# package's version). make, not cargo, decides whether they are stale: maturin's zig and plain
+# cargo builds share the target folder with other linkers, after which cargo rebuilds every crate.
+NODE_ADDON_SOURCES := package.json Cargo.toml Cargo.lock node/Cargo.toml node/build.rs core/Cargo.toml \
+	README.md docs/rust.md $(shell find node/src core/src lua -type f)
+
+.PHONY: node-package node-dev-tools
+## The Node package in the clone: the dev tools, then the release addon and its loader node/native.js.
+node-package: node-dev-tools $(NODE_ADDON)
+
+## `npm install` builds nothing: neither here nor in a user's install of the npm packages.
+node-dev-tools:
 	npm install --no-audit --no-fund
+
+# zig links the addon against glibc 2.17, as napi-rs's published addons are, so that the platform
+# package `make dist-node` packs from it loads on older distributions too.
+$(NODE_ADDON): $(NODE_ADDON_SOURCES) | node-dev-tools .venv/.cargo-zigbuild
+	PATH=$(CURDIR)/.venv/bin:$$PATH npm run build -- --cross-compile --target x86_64-unknown-linux-gnu.2.17
+	touch $@
+
+# napi's --cross-compile builds through `cargo zigbuild`, which runs zig from .venv's ziglang.
+.venv/.cargo-zigbuild: .venv/.zig
+	.venv/bin/python -m pip install --quiet --disable-pip-version-check 'cargo-zigbuild==0.24.1'
+	touch $@
 
 .PHONY: test-interop
 ## One lock across runtimes: Python, Node, Rust and the CLI contend on one redis-server.
@@ -77,6 +100,40 @@ test-netfaults: python-package node-package rust-programs
 test-soak: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/soak
+
+.PHONY: dist dist-python dist-cli test-dist
+## The release artefacts this machine builds (x86_64 Linux) into dist/: the Python wheel and sdist,
+## the npm packages, the rlock tarball. Other platforms come from the release workflow.
+dist: dist-python dist-cli dist-node
+
+## The abi3 wheel (CPython >= 3.9) linked through zig against glibc 2.17, so that maturin's
+## manylinux check passes for manylinux2014, and the sdist.
+dist-python: .venv/.installed .venv/.zig
+	rm -f dist/redis_rlock-*
+	PATH=$(CURDIR)/.venv/bin:$$PATH .venv/bin/maturin build --release --zig --compatibility manylinux2014 --out dist
+	.venv/bin/maturin sdist --out dist
+
+# maturin runs zig from the ziglang package of the python first on the PATH.
+.venv/.zig: .venv/.installed
+	.venv/bin/python -m pip install --quiet --disable-pip-version-check 'ziglang==0.17.1'
+	touch $@
+
+.PHONY: dist-node
+## The npm packages as dist/*.tgz: redis-rlock (JS, types, the loader; no native code, no build step)
+## and redis-rlock-linux-x64-gnu (the addon node-package built, rebuilt only if a source is newer).
+dist-node: node-package
+	scripts/pack-node
+
+## rlock as dist/rlock-VERSION-TARGET.tar.gz (the binary, the licenses, the README) and its .sha256.
+dist-cli:
+	cargo build --release -p rlock-cli
+	scripts/pack-cli $$(rustc -vV | sed -n 's/^host: //p') target/release/rlock
+
+## What dist/ holds, installed as a user would on a PATH without cargo or rustc, each then taking a
+## lock: the wheel into a fresh virtualenv, the npm tarballs into a fresh folder, rlock from its tarball.
+test-dist: dist .venv/.installed
+	scripts/ensure-redis
+	.venv/bin/python -m pytest tests/dist
 
 .PHONY: rust-programs
 ## The `rlock` binary and the Rust workers of the interop, network-fault and soak tests (debug builds).
