@@ -1,4 +1,5 @@
 -- inspect: read the state of one lock without changing it.
+-- (queue.lua is prepended: issued_fence.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)
 -- KEYS[3] waiting line  P:{NAME}:queue (fair waiters, and others once they waited queue_after)
@@ -13,24 +14,9 @@
 --     is above
 --   waiting: waiters in line (live or not yet found dead)
 local kind = redis.call('TYPE', KEYS[1])['ok']
--- A counter of another type reads as none: it must not stop every name of
--- the slot from being inspected. As queue.lua's counter_value and
--- legacy_fence read them (this script goes alone).
-local function counter_value(key)
-  local value = redis.pcall('GET', key)
-  if type(value) == 'table' and value['err'] then
-    if string.sub(value['err'], 1, 9) ~= 'WRONGTYPE' then
-      error(value)
-    end
-    return nil
-  end
-  return value
-end
-local counter = tonumber(counter_value(KEYS[2])) or 0
-local legacy = counter_value(KEYS[4])
-if legacy and #legacy <= 15 and string.match(legacy, '^%-?%d+$') then
-  counter = math.max(counter, tonumber(legacy))
-end
+-- A counter of another type reads as none (queue.lua's issued_fence): it must
+-- not stop every name of the slot from being inspected.
+local counter = issued_fence(KEYS[2], KEYS[4])
 local waiting = redis.call('LLEN', KEYS[3])
 if kind == 'none' then
   return {0, '', 0, 0, -2, counter, waiting}

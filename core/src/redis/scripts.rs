@@ -82,7 +82,7 @@ macro_rules! lua {
 pub(crate) static ACQUIRE: Lua = lua!("queue.lua", "acquire.lua");
 pub(crate) static RELEASE: Lua = lua!("holding.lua", "queue.lua", "release.lua");
 pub(crate) static EXTEND: Lua = lua!("holding.lua", "extend.lua");
-pub(crate) static INSPECT: Lua = lua!("inspect.lua");
+pub(crate) static INSPECT: Lua = lua!("queue.lua", "inspect.lua");
 pub(crate) static DEQUEUE: Lua = lua!("dequeue.lua");
 
 /// Whether a reply says the server does not know the script.
