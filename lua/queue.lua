@@ -82,10 +82,11 @@ local function legacy_fence(legacy_key)
 end
 
 -- The last fencing token issued for this name's slot: the slot counter or
--- the legacy one, whichever is larger (0: none, or neither holds a number).
+-- the legacy one, whichever is larger (0: none, or neither holds a number;
+-- no `legacy_key` for a kind of lock that never had one).
 local function issued_fence(fence_key, legacy_key)
   local issued = tonumber(counter_value(fence_key)) or 0
-  return math.max(issued, legacy_fence(legacy_key) or 0)
+  return math.max(issued, legacy_key and legacy_fence(legacy_key) or 0)
 end
 
 -- The next fencing token, or nil when the counter holds something else than

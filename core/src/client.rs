@@ -15,10 +15,13 @@ use std::time::Duration;
 use crate::context::{Client, Context};
 use crate::error::{Error, Result};
 use crate::holdings::Given;
+use crate::kind::Kind;
 use crate::lock::Lock;
 use crate::options::{self, LockOptions};
 use crate::redis::deployment::Deployment;
 use crate::redis::endpoint::{manager_config, Endpoint, Node, ReleaseOf};
+use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
 use crate::url::{certificates, Target};
 use crate::watchdog;
 
@@ -154,14 +157,29 @@ impl Client {
 
     /// A lock with the given options, owned by a new handle.
     pub fn lock_with(&self, name: &str, options: LockOptions) -> Result<Lock> {
-        let handle = self.context.next_handle.fetch_add(1, Ordering::Relaxed);
-        Lock::new(self.clone(), name, options, &format!("h{handle}"))
+        self.lock_kind(name, options, Kind::Mutex)
     }
 
     /// A lock owned by a caller-chosen unit (a thread, a task): the bindings use
     /// this so that the same unit re-acquiring the same name nests.
     pub fn lock_as(&self, name: &str, options: LockOptions, unit: &str) -> Result<Lock> {
-        Lock::new(self.clone(), name, options, unit)
+        Lock::new(self.clone(), name, options, unit, Kind::Mutex)
+    }
+
+    /// A read-write lock, owned by a new handle (its two sides are one owner).
+    pub fn rw_lock(&self, name: &str, options: LockOptions) -> Result<RwLock> {
+        RwLock::new(self.lock_kind(name, options, Kind::Write)?)
+    }
+
+    /// A semaphore of `permits` permits, owned by a new handle; each
+    /// acquisition takes one unless told otherwise ([`Semaphore::acquire`]).
+    pub fn semaphore(&self, name: &str, permits: i64, options: LockOptions) -> Result<Semaphore> {
+        Semaphore::new(self.lock_kind(name, options, Kind::permits(permits, 1)?)?)
+    }
+
+    fn lock_kind(&self, name: &str, options: LockOptions, kind: Kind) -> Result<Lock> {
+        let handle = self.context.next_handle.fetch_add(1, Ordering::Relaxed);
+        Lock::new(self.clone(), name, options, &format!("h{handle}"), kind)
     }
 
     /// The random id of this client (the first half of its owner ids).

@@ -18,7 +18,7 @@ use crate::holdings::Holdings;
 use crate::keys::Keys;
 use crate::redis::deployment::{Attempt, Deployment};
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
-use crate::redis::scripts::LockState;
+use crate::redis::scripts::{LockState, SharedState};
 use crate::shutdown::Shutdown;
 use crate::turns::Turns;
 use crate::wakeups::registry::{Ticket, Waiters};
@@ -229,6 +229,10 @@ impl Connections {
 
     pub(crate) fn inspect<'a>(&'a self, keys: &'a Keys) -> Request<'a, LockState> {
         Box::pin(async move { self.current()?.inspect(keys).await })
+    }
+
+    pub(crate) fn inspect_shared<'a>(&'a self, keys: &'a Keys) -> Request<'a, SharedState> {
+        Box::pin(async move { self.current()?.inspect_shared(keys).await })
     }
 }
 

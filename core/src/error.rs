@@ -125,6 +125,12 @@ pub enum Error {
     /// through it, or its locks, is refused.
     #[error("client closed")]
     Closed,
+    /// Write asked by an owner that holds only read of a read-write lock: two
+    /// such owners would wait on each other for ever, so it is refused at
+    /// once (release the read first; the other way, write then read, is a
+    /// downgrade and allowed).
+    #[error("lock {name:?}: this owner holds it for reading and asked to write (an upgrade, refused: two upgraders would wait on each other for ever); release the read first")]
+    Upgrade { name: String },
 }
 
 impl Error {
@@ -153,6 +159,7 @@ impl Error {
             Error::Connection(_) => "connection",
             Error::InvalidArgument(_) => "bad input",
             Error::Closed => "closed",
+            Error::Upgrade { .. } => "upgrade",
         }
     }
 }
@@ -173,6 +180,10 @@ pub enum Opt {
     Fair,
     QueueAfter,
     AllowLongTtl,
+    /// A semaphore's size.
+    Permits,
+    /// The permits one acquisition of a semaphore asks for.
+    Take,
 }
 
 impl Opt {
@@ -188,6 +199,8 @@ impl Opt {
             Opt::Fair => "fair",
             Opt::QueueAfter => "queue_after",
             Opt::AllowLongTtl => "allow_long_ttl",
+            Opt::Permits => "permits",
+            Opt::Take => "take",
         }
     }
 }

@@ -238,7 +238,7 @@ pub(crate) struct HoldingView {
 
 /// One extension the loop sends.
 pub(crate) struct Renewal {
-    pub(crate) lock_key: String,
+    pub(crate) keys: Arc<Keys>,
     pub(crate) owner: Arc<str>,
     pub(crate) lease_ms: u64,
     /// The lease asked for was shortened to end by `max_hold`.
@@ -533,7 +533,7 @@ impl Holdings {
     pub(crate) fn due(&self, now: Instant) -> Vec<Renewal> {
         let mut table = self.table.lock().unwrap();
         let mut batch = Vec::new();
-        for (key, owners) in table.locks.iter_mut() {
+        for owners in table.locks.values_mut() {
             for (owner, h) in owners.iter_mut() {
                 if !h.renewable() || h.renewing {
                     continue;
@@ -551,7 +551,7 @@ impl Holdings {
                 }
                 h.renewing = true;
                 batch.push(Renewal {
-                    lock_key: key.clone(),
+                    keys: h.terms.keys.clone(),
                     owner: owner.clone(),
                     lease_ms,
                     capped: lease < h.terms.lease,
@@ -575,7 +575,7 @@ impl Holdings {
         for (i, r) in batch.iter().enumerate() {
             let Some(h) = table
                 .locks
-                .get_mut(&r.lock_key)
+                .get_mut(&r.keys.lock)
                 .and_then(|o| o.get_mut(&*r.owner))
                 .filter(|h| h.generation == r.generation)
             else {

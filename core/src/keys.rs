@@ -10,11 +10,35 @@ use redis::cluster_routing::Slot;
 /// per slot, so that the protocol is one.
 const SLOTS: usize = 16_384;
 
+/// Which kind of lock a set of keys belongs to: each kind has its own keys
+/// under a name (a mutex, a read-write lock and a semaphore of one name are
+/// three locks), and its own scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    Mutex,
+    RwLock,
+    Semaphore,
+}
+
+impl Family {
+    /// Several holders share it, each under its own lease (`lua/shared/`).
+    pub fn is_shared(self) -> bool {
+        self != Family::Mutex
+    }
+}
+
 /// The keys and channels of one lock name under one prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Keys {
-    /// `P:{NAME}`: the hash holding owner, count and fence; its PEXPIRE is the lease.
+    pub family: Family,
+    /// The mutex's `P:{NAME}`: the hash holding owner, count and fence; its
+    /// PEXPIRE is the lease. A read-write lock's `P:{NAME}:rwlock` and a
+    /// semaphore's `P:{NAME}:semaphore`: the hash of their holdings (see
+    /// `lua/shared/lib.lua`).
     pub lock: String,
+    /// `B:until` of a read-write lock or semaphore: when each holding's lease
+    /// ends (unused by the mutex).
+    pub until: String,
     /// `P:fence{T}`: the fencing counter of the Cluster slot `P:{NAME}` hashes
     /// to, INCR per fresh acquisition of any name of that slot. One counter
     /// per slot rather than per name: released names leave no key behind.
@@ -35,10 +59,21 @@ pub struct Keys {
 }
 
 impl Keys {
-    /// Builds the keys; `name` and `prefix` must already be validated.
+    /// Builds a mutex's keys; `name` and `prefix` must already be validated.
     pub fn new(prefix: &str, name: &str) -> Self {
-        let lock = format!("{prefix}:{{{name}}}");
+        Self::of(Family::Mutex, prefix, name)
+    }
+
+    /// Builds the keys of a lock of `family`.
+    pub fn of(family: Family, prefix: &str, name: &str) -> Self {
+        let lock = match family {
+            Family::Mutex => format!("{prefix}:{{{name}}}"),
+            Family::RwLock => format!("{prefix}:{{{name}}}:rwlock"),
+            Family::Semaphore => format!("{prefix}:{{{name}}}:semaphore"),
+        };
         Keys {
+            family,
+            until: format!("{lock}:until"),
             // No `:` before the brace: a lock key is always `PREFIX:{...`, so
             // no lock of any other prefix (`P:fence`, say) has this key.
             fence: format!("{prefix}:fence{{{}}}", slot_tag(Slot::for_key(&lock))),
@@ -90,6 +125,15 @@ mod tests {
         assert_eq!(k.queue, "rlock:{product:1001}:queue");
         assert_eq!(k.leases, "rlock:{product:1001}:leases");
         assert_eq!(k.waiter_channel("c1"), "rlock:{product:1001}:w:c1");
+        let rw = Keys::of(Family::RwLock, "rlock", "cfg");
+        assert_eq!(rw.lock, "rlock:{cfg}:rwlock");
+        assert_eq!(rw.until, "rlock:{cfg}:rwlock:until");
+        assert_eq!(rw.queue, "rlock:{cfg}:rwlock:queue");
+        assert_eq!(rw.waiter_channel("c1"), "rlock:{cfg}:rwlock:w:c1");
+        let sem = Keys::of(Family::Semaphore, "rlock", "jobs");
+        assert_eq!(sem.lock, "rlock:{jobs}:semaphore");
+        assert_eq!(sem.leases, "rlock:{jobs}:semaphore:leases");
+        assert_eq!(sem.fence, Keys::new("rlock", "jobs").fence);
     }
 
     #[test]

@@ -18,25 +18,31 @@ mod embed;
 mod error;
 mod holdings;
 mod keys;
+mod kind;
 mod lock;
 mod options;
 mod redis;
+mod rwlock;
+mod semaphore;
 mod shutdown;
 mod turns;
 mod url;
 mod wakeups;
 mod watchdog;
 
-pub use crate::redis::scripts::LockState;
+pub use crate::redis::scripts::{Holder, LockState, SharedState};
 pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use context::Client;
 pub use embed::{driver, spin};
 pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
-pub use keys::Keys;
+pub use keys::{Family, Keys};
+pub use kind::{Kind, MAX_PERMITS};
 pub use lock::{Acquired, Lock};
 pub use options::{
     closest_option, LockArgs, LockOptions, Unit, Wait, DEFAULT_TTL, LONG_TTL, QUEUE_AFTER,
 };
+pub use rwlock::RwLock;
+pub use semaphore::Semaphore;
 pub use url::{sentinel_url_from_settings, url_from_settings, ServerSettings};
 
 /// Every argument check of the faces, run before any I/O, beyond a lock's

@@ -24,8 +24,9 @@ use crate::context::{Client, Context};
 use crate::error::{Error, LostReason, Opt, Result};
 use crate::holdings::{HoldTerms, HoldingView};
 use crate::keys::Keys;
+use crate::kind::Kind;
 use crate::options::{self, LockOptions, Wait};
-use crate::redis::scripts::LockState;
+use crate::redis::scripts::{LockState, SharedState};
 use crate::turns::Turn;
 
 /// What an acquisition gives its holder.
@@ -46,6 +47,8 @@ pub struct Lock {
     keys: Arc<Keys>,
     owner: Arc<str>,
     options: LockOptions,
+    /// What it takes: the mutex, a side of a read-write lock, permits.
+    kind: Kind,
     /// This owner's turns on this lock: one request and one wait at a time
     /// (see `turns.rs`).
     turn: Turn,
@@ -55,6 +58,7 @@ impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("name", &self.name)
+            .field("kind", &self.kind)
             .field("options", &self.options)
             .finish()
     }
@@ -66,9 +70,17 @@ impl Lock {
         name: &str,
         options: LockOptions,
         unit: &str,
+        kind: Kind,
     ) -> Result<Self> {
         options::name(name)?;
         options.check()?;
+        if kind != Kind::Mutex && client.context.deployment.is_redlock() {
+            // Their holders and their line live in one Redis; several
+            // masters would each count a different set of holders.
+            return Err(Error::invalid(
+                "read-write locks and semaphores need one Redis deployment (a server, Sentinel or Cluster), not Redlock",
+            ));
+        }
         if options.sync_replicas.is_some() && client.context.deployment.is_redlock() {
             // Each master's replicas are its own; a majority of masters is
             // Redlock's answer to losing one.
@@ -83,8 +95,8 @@ impl Lock {
                 "fair mode needs one Redis deployment (a server, Sentinel or Cluster), not Redlock",
             ));
         }
-        let keys = Arc::new(Keys::new(&client.context.prefix, name));
-        let owner = Arc::from(format!("{}:{unit}", client.context.id));
+        let keys = Arc::new(Keys::of(kind.family(), &client.context.prefix, name));
+        let owner = owner_id(&client.context.id, unit, kind);
         let turn = client.context.turns.of(&keys.lock, &owner);
         Ok(Lock {
             client,
@@ -92,13 +104,37 @@ impl Lock {
             keys,
             owner,
             options,
+            kind,
             turn,
         })
     }
 
     /// The same lock seen by another owner unit (a binding's thread or task).
     pub fn with_owner(&self, unit: &str) -> Lock {
-        self.as_owner(Arc::from(format!("{}:{unit}", self.context().id)))
+        self.as_owner(owner_id(&self.context().id, unit, self.kind))
+    }
+
+    /// The same lock, taking another kind of the same family (the other
+    /// side of a read-write lock, another number of permits), for the same
+    /// owner unit.
+    pub(crate) fn as_kind(&self, kind: Kind) -> Lock {
+        debug_assert_eq!(kind.family(), self.kind.family());
+        let owner = owner_id(&self.context().id, self.owner_unit(), kind);
+        Lock {
+            kind,
+            ..self.as_owner(owner)
+        }
+    }
+
+    /// The owner id without the client id before it and the kind's suffix.
+    fn owner_unit(&self) -> &str {
+        let unit = &self.owner[self.context().id.len() + 1..];
+        &unit[..unit.len() - self.kind.owner_suffix().len()]
+    }
+
+    /// What this handle takes.
+    pub fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// The same lock seen by the owner with this full id.
@@ -262,19 +298,51 @@ impl Lock {
         }
     }
 
-    /// The lock's state in Redis (one round trip).
+    /// The mutex's state in Redis (one round trip).
     pub async fn state(&self) -> Result<LockState> {
         self.context().deployment.inspect(&self.keys).await
     }
 
-    /// Whether anyone holds the lock.
+    /// The state of a read-write lock or semaphore in Redis (one round trip).
+    pub async fn shared_state(&self) -> Result<SharedState> {
+        self.context().deployment.inspect_shared(&self.keys).await
+    }
+
+    /// Whether an acquisition of this handle by another owner would wait now:
+    /// for a mutex, whether anyone holds it; for a read, whether a writer
+    /// does; for a write, whether anyone does; for permits, whether fewer are
+    /// free than this handle asks for.
     pub async fn locked(&self) -> Result<bool> {
-        Ok(self.state().await?.held)
+        if self.kind == Kind::Mutex {
+            return Ok(self.state().await?.held);
+        }
+        let state = self.shared_state().await?;
+        Ok(state.foreign
+            || match self.kind {
+                Kind::Read => state.holders.iter().any(|h| h.writes()),
+                Kind::Permits { size, take } => {
+                    state.size.unwrap_or(size).saturating_sub(state.used()) < take
+                }
+                _ => !state.holders.is_empty(),
+            })
     }
 
     /// Whether this owner holds the lock (asked of Redis, not of local state).
     pub async fn owned(&self) -> Result<bool> {
-        Ok(self.state().await?.owner.as_deref() == Some(&*self.owner))
+        if self.kind == Kind::Mutex {
+            return Ok(self.state().await?.owner.as_deref() == Some(&*self.owner));
+        }
+        let state = self.shared_state().await?;
+        Ok(state.holders.iter().any(|h| h.owner == *self.owner))
+    }
+
+    /// A write asked by an owner that holds only read (see [`Error::Upgrade`]).
+    fn upgrades(&self) -> bool {
+        if self.kind != Kind::Write || self.view().is_some() {
+            return false;
+        }
+        let reader = self.as_kind(Kind::Read);
+        reader.view().is_some_and(|v| v.lost.is_none())
     }
 
     /// This owner's fencing token while it holds the lock (lost or not).
@@ -305,6 +373,11 @@ impl Lock {
     fn view(&self) -> Option<HoldingView> {
         self.context().holdings.view(&self.keys.lock, &self.owner)
     }
+}
+
+/// The owner id of `unit` of the client `client_id`, for a lock of `kind`.
+fn owner_id(client_id: &str, unit: &str, kind: Kind) -> Arc<str> {
+    Arc::from(format!("{client_id}:{unit}{}", kind.owner_suffix()))
 }
 
 async fn wait_lost(rx: Option<watch::Receiver<Option<LostReason>>>) -> Option<LostReason> {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::holdings::Holdings;
+use crate::keys::Keys;
 use crate::redis::deployment::Deployment;
 use crate::shutdown::Shutdown;
 
@@ -39,9 +40,9 @@ pub(crate) async fn run(
         let deadline = holdings
             .next_expiry()
             .unwrap_or(sent + Duration::from_secs(3600));
-        let requests: Vec<(&str, &str, u64)> = batch
+        let requests: Vec<(&Keys, &str, u64)> = batch
             .iter()
-            .map(|r| (r.lock_key.as_str(), &*r.owner, r.lease_ms))
+            .map(|r| (&*r.keys, &*r.owner, r.lease_ms))
             .collect();
         let outcome = tokio::select! {
             r = deployment.renew(&requests, deadline) => r,

@@ -25,6 +25,11 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
     // What an abandoned wait of this owner left to finish (leaving the
     // line, passing on a grant) must not act on this acquisition.
     let context = lock.context();
+    if lock.upgrades() {
+        return Err(Error::Upgrade {
+            name: lock.name.to_string(),
+        });
+    }
     context
         .waiters
         .cleaned_up(&lock.keys.lock, &lock.owner)
@@ -134,7 +139,11 @@ enum Woken {
 impl<'a> Waiter<'a> {
     fn new(lock: &'a Lock, wait: Wait, start: Instant, deadline: Option<Instant>) -> Self {
         let context = lock.context();
-        let fair = lock.options.fair;
+        // Waiters of a read-write lock or semaphore always stand in line:
+        // whom a release serves is decided there (enough waiters for the
+        // permits it frees, every reader up to a writer), and a newcomer
+        // passes the line only as the script allows (see `fair` there).
+        let fair = lock.options.fair || lock.keys.family.is_shared();
         let keeps_line = !context.deployment.is_redlock();
         let waiter_channel = (keeps_line && !wait.is_once() && context.waiters.listens_at_all())
             .then(|| lock.keys.waiter_channel(&context.id));

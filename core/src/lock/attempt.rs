@@ -40,6 +40,8 @@ impl Lock {
                 .believed_count(&self.keys.lock, &self.owner),
             enqueue,
             replicas: self.options.sync_replicas,
+            kind: self.kind,
+            fair: self.options.fair,
         };
         let mut sent = Instant::now();
         let mut attempt = context.deployment.acquire(&request).await?;

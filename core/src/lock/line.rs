@@ -112,6 +112,7 @@ impl Lock {
     fn orphan_handler(&self) -> Orphans {
         let client = Arc::downgrade(&self.client.context);
         let lock = (self.name.clone(), self.keys.clone(), self.options.clone());
+        let kind = self.kind;
         Arc::new(move |owner: &str, fence: u64| {
             let Some(context) = client.upgrade() else {
                 return;
@@ -125,6 +126,7 @@ impl Lock {
                 keys,
                 owner,
                 options,
+                kind,
             };
             tracing::debug!(lock = %orphan.name, fence, "handoff to a waiter that left; passing it on");
             orphan.clean_up(move |lock| async move { lock.pass_on_persistently(fence).await });

@@ -10,8 +10,8 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use super::endpoint::{AcquireRequest, Node, ReleaseOf};
-use super::scripts::{owner_checked, AcquireReply, LockState};
-use crate::error::{Error, NotOwnedReason, Result};
+use super::scripts::{owner_checked, AcquireReply, LockState, SharedState};
+use crate::error::{Error, NotOwnedReason, Opt, Result};
 use crate::keys::Keys;
 
 /// The answer to an acquire request.
@@ -83,11 +83,12 @@ impl Deployment {
     /// Why an attempt could not take a lock whose key `bad` (an index in
     /// `acquire.lua`'s KEYS) holds a value of another type.
     fn wrong_type(&self, keys: &Keys, bad: usize) -> Option<String> {
-        let key = match bad {
-            1 => &keys.lock,
-            2 => &keys.fence,
-            3 => &keys.queue,
-            4 => &keys.leases,
+        let key = match (keys.family.is_shared(), bad) {
+            (_, 1) => &keys.lock,
+            (false, 2) | (true, 3) => &keys.fence,
+            (false, 3) | (true, 4) => &keys.queue,
+            (false, 4) | (true, 5) => &keys.leases,
+            (true, 2) => &keys.until,
             _ => return None,
         };
         Some(format!(
@@ -205,6 +206,20 @@ impl Deployment {
                     undone: None,
                     issued,
                 }),
+                AcquireReply::SizeDiffers { stored } => {
+                    let (_, asked) = req.kind.asked();
+                    Err(Error::invalid_option(
+                        Opt::Permits,
+                        format!("is {asked}, but the semaphore holders of this name use has {stored}: every user of one semaphore must give it the same size"),
+                    ))
+                }
+                AcquireReply::PermitsDiffer { held } => {
+                    let (asked, _) = req.kind.asked();
+                    Err(Error::invalid_option(
+                        Opt::Take,
+                        format!("is {asked}, but this owner holds the semaphore with {held} permits already: a re-entry takes the same number"),
+                    ))
+                }
             };
         }
         self.acquire_quorum(req, lease_ms).await
@@ -258,6 +273,11 @@ impl Deployment {
                 Ok(AcquireReply::Busy { pttl_ms, .. }) => {
                     busy += 1;
                     busy_ttl = Some(busy_ttl.map_or(*pttl_ms, |b| b.min(*pttl_ms)));
+                }
+                // Only a mutex is taken by a quorum (read-write locks and
+                // semaphores refuse Redlock when they are made).
+                Ok(AcquireReply::SizeDiffers { .. } | AcquireReply::PermitsDiffer { .. }) => {
+                    errors.push("unexpected script reply".to_owned())
                 }
                 Err(e) => errors.push(e.clone()),
             }
@@ -457,11 +477,20 @@ impl Deployment {
         Ok(majority_view(&states, self.quorum()))
     }
 
+    /// The state of a read-write lock or semaphore (one deployment: they
+    /// refuse Redlock).
+    pub(crate) async fn inspect_shared(&self, keys: &Keys) -> Result<SharedState> {
+        let node = &self.nodes[0];
+        node.inspect_shared(keys)
+            .await
+            .map_err(|e| self.error(node, &e))
+    }
+
     /// Renews a batch of holdings; per holding `Some(1)` when confirmed,
     /// `Some(-1|-2)` when lost, `None` when unknown (retry soon).
     pub(crate) async fn renew(
         &self,
-        batch: &[(&str, &str, u64)],
+        batch: &[(&Keys, &str, u64)],
         deadline: Instant,
     ) -> Vec<Option<i64>> {
         if let Some(node) = self.only() {

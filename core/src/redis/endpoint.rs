@@ -14,9 +14,11 @@ use redis::sentinel::SentinelClient;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::scripts::{
-    is_noscript, AcquireReply, Call, LockState, ACQUIRE, DEQUEUE, EXTEND, INSPECT, RELEASE,
+    is_noscript, shared, AcquireReply, Call, LockState, SharedState, ACQUIRE, DEQUEUE, EXTEND,
+    INSPECT, RELEASE,
 };
 use crate::keys::Keys;
+use crate::kind::Kind;
 
 /// One acquire request.
 pub(crate) struct AcquireRequest<'a> {
@@ -31,6 +33,11 @@ pub(crate) struct AcquireRequest<'a> {
     pub enqueue: bool,
     /// Replicas that must acknowledge (`WAIT`), if asked.
     pub replicas: Option<u32>,
+    /// What is asked (a side of a read-write lock, permits).
+    pub kind: Kind,
+    /// Fair mode: nobody passes a waiter in line (read-write locks and
+    /// semaphores decide it in Redis; the mutex in its wait).
+    pub fair: bool,
 }
 
 /// What a release is meant to undo: the holder's view, carried by every
@@ -445,20 +452,36 @@ impl Node {
     ) -> RedisResult<(AcquireReply, Option<u32>)> {
         let keys = req.keys;
         let lease_ms = req.lease.as_millis() as u64;
-        let call = ACQUIRE
-            .call(&[
-                &keys.lock,
-                &keys.fence,
-                &keys.queue,
-                &keys.leases,
-                &keys.legacy_fence,
-            ])
-            .arg(req.owner)
-            .arg(lease_ms)
-            .arg(i64::from(req.believed))
-            .arg(if req.enqueue { "1" } else { "0" })
-            .arg(&keys.waiter_prefix)
-            .arg(self.numsub_command());
+        let call = if keys.family.is_shared() {
+            let (take, size) = req.kind.asked();
+            shared::ACQUIRE
+                .call(&shared_keys(keys))
+                .arg(req.owner)
+                .arg(lease_ms)
+                .arg(i64::from(req.believed))
+                .arg(if req.enqueue { "1" } else { "0" })
+                .arg(&keys.waiter_prefix)
+                .arg(self.numsub_command())
+                .arg(self.publish_command())
+                .arg(take)
+                .arg(size)
+                .arg(if req.fair { "1" } else { "0" })
+        } else {
+            ACQUIRE
+                .call(&[
+                    &keys.lock,
+                    &keys.fence,
+                    &keys.queue,
+                    &keys.leases,
+                    &keys.legacy_fence,
+                ])
+                .arg(req.owner)
+                .arg(lease_ms)
+                .arg(i64::from(req.believed))
+                .arg(if req.enqueue { "1" } else { "0" })
+                .arg(&keys.waiter_prefix)
+                .arg(self.numsub_command())
+        };
         let run = || async {
             match req.replicas {
                 None => self.call::<Vec<i64>>(&call).await.map(|v| (v, None)),
@@ -491,22 +514,24 @@ impl Node {
         lease_ms: u64,
         of: ReleaseOf,
     ) -> RedisResult<i64> {
-        let call = RELEASE
-            .call(&[
+        let call = match keys.family.is_shared() {
+            true => shared::RELEASE.call(&shared_keys(keys)),
+            false => RELEASE.call(&[
                 &keys.lock,
                 &keys.channel,
                 &keys.fence,
                 &keys.queue,
                 &keys.leases,
                 &keys.legacy_fence,
-            ])
-            .arg(owner)
-            .arg(lease_ms)
-            .arg(self.publish_command())
-            .arg(&keys.waiter_prefix)
-            .arg(self.numsub_command())
-            .arg(of.before)
-            .arg(of.fence);
+            ]),
+        }
+        .arg(owner)
+        .arg(lease_ms)
+        .arg(self.publish_command())
+        .arg(&keys.waiter_prefix)
+        .arg(self.numsub_command())
+        .arg(of.before)
+        .arg(of.fence);
         let released_earlier = |v: i64| {
             matches!(v, -1 | -2)
                 && of
@@ -529,9 +554,17 @@ impl Node {
     /// `dequeue.lua` (idempotent): a waiter leaves the line; the fencing token
     /// when the lock had been handed to it meanwhile.
     pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> RedisResult<Option<u64>> {
-        let call = DEQUEUE
-            .call(&[&keys.lock, &keys.queue, &keys.leases])
-            .arg(owner);
+        let call = match keys.family.is_shared() {
+            true => shared::DEQUEUE
+                .call(&shared_keys(keys))
+                .arg(owner)
+                .arg(self.publish_command())
+                .arg(&keys.waiter_prefix)
+                .arg(self.numsub_command()),
+            false => DEQUEUE
+                .call(&[&keys.lock, &keys.queue, &keys.leases])
+                .arg(owner),
+        };
         let handed = |fence: i64| u64::try_from(fence).ok().filter(|f| *f > 0);
         match self.call::<i64>(&call).await {
             Err(e) if is_transient(&e) => self.call::<i64>(&call).await.map(handed),
@@ -551,11 +584,7 @@ impl Node {
         replicas: Option<u32>,
         fence: u64,
     ) -> RedisResult<(i64, Option<u32>)> {
-        let call = EXTEND
-            .call(&[&keys.lock])
-            .arg(owner)
-            .arg(lease_ms)
-            .arg(fence);
+        let call = extend_call(keys, owner, lease_ms).arg(fence);
         let run = || async {
             match replicas {
                 None => self.call::<i64>(&call).await.map(|v| (v, None)),
@@ -569,6 +598,22 @@ impl Node {
             Err(e) if is_transient(&e) => run().await,
             other => other,
         }
+    }
+
+    /// `shared/inspect.lua`.
+    pub(crate) async fn inspect_shared(&self, keys: &Keys) -> RedisResult<SharedState> {
+        let call = shared::INSPECT.call(&shared_keys(keys));
+        let reply: Vec<Value> = match self.call(&call).await {
+            Err(e) if is_transient(&e) => self.call(&call).await?,
+            other => other?,
+        };
+        SharedState::from_reply(&reply).ok_or_else(|| {
+            redis::RedisError::from((
+                redis::ErrorKind::Parse,
+                "unexpected script reply",
+                format!("inspect: {reply:?}"),
+            ))
+        })
     }
 
     /// `inspect.lua`.
@@ -587,7 +632,7 @@ impl Node {
     /// extension whose outcome is unknown by `deadline`.
     pub(crate) async fn extend_many(
         &self,
-        batch: &[(&str, &str, u64)],
+        batch: &[(&Keys, &str, u64)],
         deadline: tokio::time::Instant,
     ) -> Vec<Option<i64>> {
         let Ok(Ok(mut conn)) = tokio::time::timeout_at(deadline, self.conn()).await else {
@@ -595,7 +640,7 @@ impl Node {
         };
         let calls: Vec<Call> = batch
             .iter()
-            .map(|(key, owner, lease_ms)| EXTEND.call(&[key]).arg(*owner).arg(*lease_ms))
+            .map(|(keys, owner, lease_ms)| extend_call(keys, owner, *lease_ms))
             .collect();
         if let Conn::Cluster(_) = conn {
             let each = calls.iter().map(|call| async move {
@@ -622,10 +667,13 @@ impl Node {
         };
         let run = async {
             match pipe().query_async(&mut conn).await {
-                // Teach the server the script with one EVAL (extending is
-                // idempotent), then the whole pipeline again.
+                // Teach the server the scripts with one EVAL each (extending
+                // is idempotent), then the whole pipeline again.
                 Err(e) if is_noscript(&e) => {
                     calls[0].cmd(true).query_async::<i64>(&mut conn).await?;
+                    if let Some(other) = calls.iter().find(|c| !c.same_script(&calls[0])) {
+                        other.cmd(true).query_async::<i64>(&mut conn).await?;
+                    }
                     pipe().query_async(&mut conn).await
                 }
                 other => other,
@@ -643,6 +691,27 @@ impl Node {
             }
         }
     }
+}
+
+/// The keys of a read-write lock's or semaphore's scripts, in their order.
+fn shared_keys(keys: &Keys) -> [&str; 5] {
+    [
+        &keys.lock,
+        &keys.until,
+        &keys.fence,
+        &keys.queue,
+        &keys.leases,
+    ]
+}
+
+/// An extension of `owner`'s holding by `lease_ms` (a fencing token may follow).
+fn extend_call<'a>(keys: &'a Keys, owner: &str, lease_ms: u64) -> Call<'a> {
+    match keys.family.is_shared() {
+        true => shared::EXTEND.call(&[&keys.lock, &keys.until]),
+        false => EXTEND.call(&[&keys.lock]),
+    }
+    .arg(owner)
+    .arg(lease_ms)
 }
 
 /// Whether an error may mean the request never took effect because the

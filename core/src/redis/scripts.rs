@@ -48,6 +48,10 @@ impl Call<'_> {
         self
     }
 
+    pub(crate) fn same_script(&self, other: &Call<'_>) -> bool {
+        std::ptr::eq(self.lua, other.lua)
+    }
+
     /// The command: EVALSHA normally, EVAL after a NOSCRIPT.
     pub(crate) fn cmd(&self, eval: bool) -> Cmd {
         let mut c = if eval {
@@ -85,6 +89,18 @@ pub(crate) static EXTEND: Lua = lua!("holding.lua", "extend.lua");
 pub(crate) static INSPECT: Lua = lua!("queue.lua", "inspect.lua");
 pub(crate) static DEQUEUE: Lua = lua!("dequeue.lua");
 
+/// The scripts of a lock several holders share: a read-write lock or a
+/// semaphore (`lua/shared/`).
+pub(crate) mod shared {
+    use super::*;
+
+    pub(crate) static ACQUIRE: Lua = lua!("queue.lua", "shared/lib.lua", "shared/acquire.lua");
+    pub(crate) static RELEASE: Lua = lua!("queue.lua", "shared/lib.lua", "shared/release.lua");
+    pub(crate) static EXTEND: Lua = lua!("queue.lua", "shared/lib.lua", "shared/extend.lua");
+    pub(crate) static INSPECT: Lua = lua!("queue.lua", "shared/lib.lua", "shared/inspect.lua");
+    pub(crate) static DEQUEUE: Lua = lua!("queue.lua", "shared/lib.lua", "shared/dequeue.lua");
+}
+
 /// Whether a reply says the server does not know the script.
 pub(crate) fn is_noscript(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
@@ -108,6 +124,15 @@ pub(crate) enum AcquireReply {
         bad: usize,
         issued: u64,
     },
+    /// A semaphore's size stored in Redis is another than the one asked with.
+    SizeDiffers {
+        stored: u32,
+    },
+    /// This owner holds a semaphore with another number of permits than it
+    /// asked to re-enter with.
+    PermitsDiffer {
+        held: u32,
+    },
 }
 
 impl AcquireReply {
@@ -122,6 +147,12 @@ impl AcquireReply {
                 queued: *queued == 1,
                 bad: usize::try_from(*bad).ok()?,
                 issued: u64::try_from(*issued).unwrap_or(0),
+            }),
+            [2, stored] => Some(AcquireReply::SizeDiffers {
+                stored: u32::try_from(*stored).ok()?,
+            }),
+            [3, held] => Some(AcquireReply::PermitsDiffer {
+                held: u32::try_from(*held).ok()?,
             }),
             _ => None,
         }
@@ -171,5 +202,75 @@ impl LockState {
             fence_counter: (counter > 0).then_some(counter as u64),
             waiting: u32::try_from(waiting).unwrap_or(0),
         }
+    }
+}
+
+/// One holding of a read-write lock or semaphore, as `shared/inspect.lua`
+/// reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub owner: String,
+    /// Re-entry count.
+    pub count: u32,
+    pub fence: u64,
+    /// A semaphore holding's permits (0 for a read-write lock's).
+    pub permits: u32,
+    /// Remaining lease in milliseconds.
+    pub ttl_ms: u64,
+}
+
+impl Holder {
+    /// A read-write lock's writer (its owner id ends in `/w`).
+    pub fn writes(&self) -> bool {
+        self.owner.ends_with("/w")
+    }
+}
+
+/// The state of a read-write lock or semaphore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedState {
+    /// A semaphore's size as stored while anyone holds it.
+    pub size: Option<u32>,
+    /// Every holding whose lease has not ended.
+    pub holders: Vec<Holder>,
+    /// Waiters in line (live, or not yet found gone).
+    pub waiting: u32,
+    /// The last fencing token issued in the name's Cluster slot.
+    pub fence_counter: Option<u64>,
+    /// A key of the lock holds a value of another type (written by something
+    /// else): nothing else was read.
+    pub foreign: bool,
+}
+
+impl SharedState {
+    /// The permits held (a semaphore).
+    pub fn used(&self) -> u32 {
+        self.holders.iter().map(|h| h.permits).sum()
+    }
+
+    pub(crate) fn from_reply(v: &[redis::Value]) -> Option<Self> {
+        use redis::FromRedisValue;
+        let int = |i: usize| -> Option<i64> { i64::from_redis_value(v.get(i)?.clone()).ok() };
+        let mut holders = Vec::new();
+        let mut i = 4;
+        while i + 5 <= v.len() {
+            holders.push(Holder {
+                owner: String::from_redis_value(v[i].clone()).ok()?,
+                count: u32::try_from(int(i + 1)?).ok()?,
+                fence: u64::try_from(int(i + 2)?).ok()?,
+                permits: u32::try_from(int(i + 3)?).ok()?,
+                ttl_ms: u64::try_from(int(i + 4)?).unwrap_or(0),
+            });
+            i += 5;
+        }
+        let size = int(0)?;
+        let counter = int(2)?;
+        Some(SharedState {
+            size: u32::try_from(size).ok().filter(|s| *s > 0),
+            holders,
+            waiting: u32::try_from(int(1)?).unwrap_or(0),
+            fence_counter: u64::try_from(counter).ok().filter(|c| *c > 0),
+            foreign: int(3)? != 0,
+        })
     }
 }

@@ -1,0 +1,215 @@
+//! The semaphore: at most `size` permits held at once, each holding under its
+//! own lease; waiters stand in line and a release serves as many of them as
+//! the permits it frees.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Commands;
+use rlock_core::{Client, Error, LockOptions, Opt, Wait};
+use rlock_test_support::{finished, RedisServer};
+
+fn options(ttl: Duration) -> LockOptions {
+    LockOptions::default().ttl(ttl)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_more_than_size_permits_are_held_by_sixteen_workers() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let inside = Arc::new(AtomicI64::new(0));
+    let most = Arc::new(AtomicI64::new(0));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let sem = client
+                .semaphore("jobs", 4, options(Duration::from_secs(10)))
+                .unwrap();
+            let (inside, most) = (inside.clone(), most.clone());
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    sem.acquire(1, Wait::Forever).await.unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    sem.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        finished(t, Duration::from_secs(60)).await;
+    }
+    assert!(most.load(Ordering::SeqCst) <= 4, "{most:?} inside at once");
+    assert!(
+        most.load(Ordering::SeqCst) >= 2,
+        "the permits were never shared"
+    );
+    let sem = client.semaphore("jobs", 4, LockOptions::default()).unwrap();
+    assert_eq!(sem.available().await.unwrap(), 4);
+    assert_eq!(
+        redis.conn().exists::<_, bool>("rlock:{jobs}:semaphore"),
+        Ok(false)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_of_two_permits_serves_two_waiters_and_each_gets_its_own_token() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .semaphore("pair", 2, options(Duration::from_secs(30)))
+        .unwrap();
+    let first = holder.acquire(2, Wait::Once).await.unwrap();
+    assert_eq!(holder.available().await.unwrap(), 0);
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let sem = client
+                .semaphore("pair", 2, options(Duration::from_secs(30)))
+                .unwrap();
+            tokio::spawn(async move {
+                let got = sem.acquire(1, Wait::Forever).await.unwrap();
+                (sem, got)
+            })
+        })
+        .collect();
+    let probe = client.semaphore("pair", 2, LockOptions::default()).unwrap();
+    until(|| async { probe.state().await.unwrap().waiting == 3 }).await;
+    holder.release().await.unwrap();
+    // Two are served at once; the third waits for one of them.
+    until(|| async { probe.state().await.unwrap().waiting == 1 }).await;
+    let state = probe.state().await.unwrap();
+    assert_eq!(state.used(), 2);
+    assert_eq!(state.holders.len(), 2);
+    let mut tokens = vec![first.fencing_token];
+    for w in waiters {
+        let (sem, got) = finished(w, Duration::from_secs(10)).await;
+        tokens.push(got.fencing_token);
+        sem.release().await.unwrap();
+    }
+    let mut sorted = tokens.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 4, "tokens {tokens:?}");
+    assert!(tokens[1..].iter().all(|t| *t > tokens[0]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_holders_permits_come_back_when_its_lease_ends() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let gone = Client::connect(&redis.url()).await.unwrap();
+    let crashed = gone
+        .semaphore(
+            "lease",
+            1,
+            options(Duration::from_millis(300)).auto_renew(false),
+        )
+        .unwrap();
+    crashed.acquire(1, Wait::Once).await.unwrap();
+    let waiter = client
+        .semaphore("lease", 1, options(Duration::from_secs(10)))
+        .unwrap();
+    let got = waiter
+        .acquire(1, Wait::For(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    assert!(got.fencing_token > 0);
+    assert_eq!(
+        crashed.lock().lost(),
+        Some(rlock_core::LostReason::LeaseEnded)
+    );
+    assert!(matches!(
+        crashed.release().await,
+        Err(Error::NotOwned { .. })
+    ));
+    waiter.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_mode_never_lets_small_requests_pass_a_large_one() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let fair = options(Duration::from_secs(30)).fair(true);
+    let holder = client.semaphore("big", 3, fair.clone()).unwrap();
+    holder.acquire(2, Wait::Once).await.unwrap();
+    let big = client.semaphore("big", 3, fair.clone()).unwrap();
+    let big_task = {
+        let big = big.clone();
+        tokio::spawn(async move { big.acquire(3, Wait::Forever).await.unwrap() })
+    };
+    let probe = client.semaphore("big", 3, LockOptions::default()).unwrap();
+    until(|| async { probe.state().await.unwrap().waiting == 1 }).await;
+    // One permit is free, but the large request came first.
+    let small = client.semaphore("big", 3, fair).unwrap();
+    assert!(small
+        .permits(1)
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap()
+        .is_none());
+    holder.release().await.unwrap();
+    finished(big_task, Duration::from_secs(10)).await;
+    assert_eq!(probe.available().await.unwrap(), 0);
+    big.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_permits_are_typed_errors_and_write_nothing() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    for n in [0, -1, 1_000_001] {
+        let e = client
+            .semaphore("bad", n, LockOptions::default())
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(i) if i.option == Some(Opt::Permits)),
+            "{e}"
+        );
+    }
+    let sem = client.semaphore("bad", 3, LockOptions::default()).unwrap();
+    for take in [0, 4] {
+        let e = sem.acquire(take, Wait::Once).await.unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(i) if i.option == Some(Opt::Take)),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        redis::cmd("DBSIZE").query::<usize>(&mut redis.conn()),
+        Ok(0)
+    );
+    // Another size than the holders use names both.
+    sem.acquire(1, Wait::Once).await.unwrap();
+    let other = client.semaphore("bad", 5, LockOptions::default()).unwrap();
+    let e = other.acquire(1, Wait::Once).await.unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains('5') && text.contains('3'), "{text}");
+    // A re-entry asks the same number of permits.
+    let e = sem.acquire(2, Wait::Once).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(i) if i.option == Some(Opt::Take)),
+        "{e}"
+    );
+    assert_eq!(sem.acquire(1, Wait::Once).await.unwrap().count, 2);
+    assert_eq!(sem.available().await.unwrap(), 2);
+    sem.release().await.unwrap();
+    sem.release().await.unwrap();
+}
+
+async fn until<F, Fut>(mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !cond().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met in time"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
