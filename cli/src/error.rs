@@ -25,6 +25,9 @@ fn flag(option: Opt) -> &'static str {
         Opt::SyncReplicas => "--sync-replicas",
         Opt::Fair => "--fair",
         Opt::QueueAfter => "--queue-after",
+        Opt::Permits => "--semaphore",
+        // One permit per command.
+        Opt::Take => "--semaphore",
         // No flags: `rlock exec` always renews, for as long as CMD runs, and
         // a lease given in a shell is meant as given.
         Opt::AutoRenew | Opt::MaxHold | Opt::AllowLongTtl => option.name(),

@@ -17,7 +17,7 @@ use std::process::ExitStatus;
 use clap::Args;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use rlock_core::{validate, Error, LockArgs, Unit};
+use rlock_core::{validate, Error, Kind, LockArgs, Unit};
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -67,6 +67,19 @@ pub struct ExecArgs {
     /// a place in that line (0: at once) [default: 0.01].
     #[arg(long, value_name = "SECS")]
     queue_after: Option<f64>,
+    /// Take the read side of the read-write lock NAME (like flock -s): any
+    /// number of --shared commands run together, none beside an --exclusive
+    /// one. (Without -s, -x or --semaphore, NAME is a mutex of its own.)
+    #[arg(short = 's', long, conflicts_with_all = ["exclusive", "semaphore"])]
+    shared: bool,
+    /// Take the write side of the read-write lock NAME (like flock -x):
+    /// nobody else inside, no --shared command either.
+    #[arg(short = 'x', long, conflicts_with = "semaphore")]
+    exclusive: bool,
+    /// Run under one of N permits of the semaphore NAME: at most N such
+    /// commands at once (every user of NAME gives the same N).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    semaphore: Option<i64>,
     /// Seconds between SIGTERM and SIGKILL when the lease is lost.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     grace: f64,
@@ -163,6 +176,9 @@ pub async fn run(args: ExecArgs) -> u8 {
         let grace = validate::span(args.grace, Unit::Seconds)
             .map_err(|problem| Error::invalid(format!("--grace {problem}")))?;
         validate::name(&target.name)?;
+        if let Some(n) = args.semaphore {
+            Kind::permits(n, 1)?;
+        }
         Ok((options, wait, grace))
     });
     let (options, wait, grace) = match checked {
@@ -180,7 +196,14 @@ pub async fn run(args: ExecArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let lock = match client.lock_with(&target.name, options) {
+    let name = &target.name;
+    let lock = match (args.shared, args.exclusive, args.semaphore) {
+        (true, _, _) => client.rw_lock(name, options).map(|rw| rw.read().clone()),
+        (_, true, _) => client.rw_lock(name, options).map(|rw| rw.write().clone()),
+        (_, _, Some(n)) => client.semaphore(name, n, options).map(|s| s.lock().clone()),
+        _ => client.lock_with(name, options),
+    };
+    let lock = match lock {
         Ok(l) => l,
         Err(e) => return fail(&e),
     };

@@ -37,7 +37,8 @@ pub fn for_error(e: &Error) -> u8 {
         Error::Timeout { .. } => NOT_ACQUIRED,
         // `rlock` closes its client only on its way out.
         Error::Connection(_) | Error::Closed => UNAVAILABLE,
-        Error::InvalidArgument(_) => USAGE,
+        // (One `rlock exec` holds one side only: it never asks an upgrade.)
+        Error::InvalidArgument(_) | Error::Upgrade { .. } => USAGE,
         Error::NotOwned { .. } | Error::Lost { .. } => LOST,
     }
 }

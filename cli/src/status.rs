@@ -1,6 +1,9 @@
-//! `rlock status NAME`: the lock's state, as text or one JSON object.
+//! `rlock status NAME`: the state of the lock NAME, and of the read-write
+//! lock and semaphore of that name when anyone holds or waits on them, as
+//! text or one JSON object.
 
 use clap::Args;
+use rlock_core::{Client, LockOptions, SharedState};
 
 use crate::error::fail;
 use crate::Connection;
@@ -9,11 +12,44 @@ use crate::Connection;
 pub struct StatusArgs {
     #[command(flatten)]
     connection: Connection,
-    /// Print one JSON object: {"name", "held", "ttl_ms", "count", "fence", "fence_counter"}.
+    /// Print one JSON object: {"name", "held", "ttl_ms", "count", "fence",
+    /// "fence_counter", "rwlock", "semaphore"}; the last two are null when
+    /// nobody holds or waits on them, else {"readers", "writer", "waiting"}
+    /// and {"permits", "used", "free", "holders", "waiting"}.
     #[arg(long)]
     json: bool,
     /// The lock name.
     name: String,
+}
+
+/// The three locks of one name, read from Redis.
+struct States {
+    mutex: rlock_core::LockState,
+    rwlock: Option<SharedState>,
+    semaphore: Option<SharedState>,
+}
+
+async fn read(client: &Client, name: &str) -> rlock_core::Result<States> {
+    let defaults = LockOptions::default;
+    let mutex = client.lock(name)?.state().await?;
+    if client.is_redlock() {
+        // Read-write locks and semaphores live in one deployment only.
+        return Ok(States {
+            mutex,
+            rwlock: None,
+            semaphore: None,
+        });
+    }
+    let busy = |s: SharedState| (!s.holders.is_empty() || s.waiting > 0 || s.foreign).then_some(s);
+    let rwlock = busy(client.rw_lock(name, defaults())?.state().await?);
+    // The size given here is not checked against the stored one: nothing is
+    // acquired.
+    let semaphore = busy(client.semaphore(name, 1, defaults())?.state().await?);
+    Ok(States {
+        mutex,
+        rwlock,
+        semaphore,
+    })
 }
 
 pub async fn run(args: StatusArgs) -> u8 {
@@ -25,38 +61,85 @@ pub async fn run(args: StatusArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let state = match client.lock(&args.name) {
-        Ok(lock) => lock.state().await,
-        Err(e) => Err(e),
-    };
-    let state = match state {
+    let states = match read(&client, &args.name).await {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
     if args.json {
-        let out = serde_json::json!({
-            "name": args.name,
-            "held": state.held,
-            "ttl_ms": state.ttl_ms,
-            "count": state.count,
-            "fence": state.fence,
-            "fence_counter": state.fence_counter,
-        });
-        println!("{out}");
-    } else if state.held {
+        println!("{}", json(&args.name, &states));
+    } else {
+        print!("{}", text(&args.name, &states));
+    }
+    0
+}
+
+fn json(name: &str, states: &States) -> serde_json::Value {
+    let state = &states.mutex;
+    let rwlock = states.rwlock.as_ref().map(|s| {
+        serde_json::json!({
+            "readers": s.holders.iter().filter(|h| !h.writes()).count(),
+            "writer": s.holders.iter().any(|h| h.writes()),
+            "waiting": s.waiting,
+        })
+    });
+    let semaphore = states.semaphore.as_ref().map(|s| {
+        let used = s.used();
+        serde_json::json!({
+            "permits": s.size,
+            "used": used,
+            "free": s.size.map(|n| n.saturating_sub(used)),
+            "holders": s.holders.len(),
+            "waiting": s.waiting,
+        })
+    });
+    serde_json::json!({
+        "name": name,
+        "held": state.held,
+        "ttl_ms": state.ttl_ms,
+        "count": state.count,
+        "fence": state.fence,
+        "fence_counter": state.fence_counter,
+        "rwlock": rwlock,
+        "semaphore": semaphore,
+    })
+}
+
+fn text(name: &str, states: &States) -> String {
+    let state = &states.mutex;
+    let mut out = if state.held {
         let ttl = state.ttl_ms.map_or("no expiry".to_owned(), |ms| {
             format!("ttl {:.1} s", ms as f64 / 1000.0)
         });
         let fence = state.fence.map_or("none".to_owned(), |f| f.to_string());
-        println!(
-            "{}: held ({ttl}, count {}, fence {fence})",
-            args.name, state.count
-        );
+        format!(
+            "{name}: held ({ttl}, count {}, fence {fence})\n",
+            state.count
+        )
     } else {
         // No token shown: the fence counter is its slot's, shared with other
         // names, so its value would read as this name's last token, which it
         // need not be (the JSON form keeps it, documented as the slot's).
-        println!("{}: free", args.name);
+        format!("{name}: free\n")
+    };
+    if let Some(s) = &states.rwlock {
+        let readers = s.holders.iter().filter(|h| !h.writes()).count();
+        let writer = match s.holders.iter().any(|h| h.writes()) {
+            true => "a writer",
+            false => "no writer",
+        };
+        out += &format!(
+            "{name} (read-write lock): {readers} readers, {writer}, {} waiting\n",
+            s.waiting
+        );
     }
-    0
+    if let Some(s) = &states.semaphore {
+        let used = s.used();
+        let size = s.size.map_or("?".to_owned(), |n| n.to_string());
+        out += &format!(
+            "{name} (semaphore): {used} of {size} permits used, {} holders, {} waiting\n",
+            s.holders.len(),
+            s.waiting
+        );
+    }
+    out
 }

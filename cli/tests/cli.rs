@@ -413,6 +413,60 @@ async fn status_json_reports_held_and_free_locks() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("free"));
 }
 
+/// `--shared` takes the read side of the read-write lock NAME, `-x` its
+/// write side, `--semaphore N` one of N permits; `status` shows them.
+#[tokio::test]
+async fn shared_exclusive_and_semaphore_commands_keep_their_rules() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let options = || LockOptions::default().ttl(Duration::from_secs(20));
+    let reader = client.rw_lock("report", options()).unwrap();
+    reader.read().acquire(Wait::Once).await.unwrap();
+    let out = run(&redis, &["exec", "-n", "--shared", "report", "true"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = run(&redis, &["exec", "-n", "-x", "report", "true"]).await;
+    assert_eq!(code(&out), 75, "a writer waits for the reader");
+    // The mutex of that name is another lock.
+    let out = run(&redis, &["exec", "-n", "report", "true"]).await;
+    assert_eq!(code(&out), 0);
+    let out = run(&redis, &["status", "--json", "report"]).await;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["rwlock"]["readers"], 1);
+    assert_eq!(v["rwlock"]["writer"], false);
+    assert_eq!(v["semaphore"], serde_json::Value::Null);
+    reader.read().release().await.unwrap();
+    let writer = client.rw_lock("report", options()).unwrap();
+    writer.write().acquire(Wait::Once).await.unwrap();
+    let out = run(&redis, &["exec", "-n", "-s", "report", "true"]).await;
+    assert_eq!(code(&out), 75, "a reader waits for the writer");
+    writer.write().release().await.unwrap();
+
+    let sem = client.semaphore("batch", 3, options()).unwrap();
+    sem.acquire(2, Wait::Once).await.unwrap();
+    let out = run(&redis, &["exec", "-n", "--semaphore", "3", "batch", "true"]).await;
+    assert_eq!(
+        code(&out),
+        0,
+        "one permit of three is free: {}",
+        stderr(&out)
+    );
+    let out = run(&redis, &["exec", "-n", "--semaphore", "4", "batch", "true"]).await;
+    assert_eq!(code(&out), 64, "another size: {}", stderr(&out));
+    assert!(stderr(&out).contains('3') && stderr(&out).contains('4'));
+    let other = client.semaphore("batch", 3, options()).unwrap();
+    other.acquire(1, Wait::Once).await.unwrap();
+    let out = run(&redis, &["exec", "-n", "--semaphore", "3", "batch", "true"]).await;
+    assert_eq!(code(&out), 75, "no permit is free");
+    let out = run(&redis, &["status", "batch"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("3 of 3 permits used, 2 holders, 0 waiting"),
+        "{text}"
+    );
+    sem.release().await.unwrap();
+    other.release().await.unwrap();
+}
+
 fn strs(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
@@ -487,6 +541,12 @@ fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
         &["exec", "-E", "-1", "x", "true"],
         &["exec", "-c", "true", "x", "true"],
         &["exec", "-c", "true"],
+        &["exec", "--semaphore", "0", "x", "true"],
+        &["exec", "--semaphore", "-1", "x", "true"],
+        &["exec", "--semaphore", "1.5", "x", "true"],
+        &["exec", "--semaphore", "1000001", "x", "true"],
+        &["exec", "--shared", "--semaphore", "2", "x", "true"],
+        &["exec", "-s", "-x", "x", "true"],
         &["status"],
         &["status", "--json"],
         &["frobnicate"],
