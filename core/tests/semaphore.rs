@@ -63,14 +63,19 @@ async fn a_release_of_two_permits_serves_two_waiters_and_each_gets_its_own_token
         .unwrap();
     let first = holder.acquire(2, Wait::Once).await.unwrap();
     assert_eq!(holder.available().await.unwrap(), 0);
+    // Each waiter holds its permit until told to let go.
+    let (go, let_go) = tokio::sync::watch::channel(false);
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let sem = client
                 .semaphore("pair", 2, options(Duration::from_secs(30)))
                 .unwrap();
+            let mut let_go = let_go.clone();
             tokio::spawn(async move {
                 let got = sem.acquire(1, Wait::Forever).await.unwrap();
-                (sem, got)
+                let_go.wait_for(|go| *go).await.unwrap();
+                sem.release().await.unwrap();
+                got.fencing_token
             })
         })
         .collect();
@@ -82,11 +87,10 @@ async fn a_release_of_two_permits_serves_two_waiters_and_each_gets_its_own_token
     let state = probe.state().await.unwrap();
     assert_eq!(state.used(), 2);
     assert_eq!(state.holders.len(), 2);
+    go.send_replace(true);
     let mut tokens = vec![first.fencing_token];
     for w in waiters {
-        let (sem, got) = finished(w, Duration::from_secs(10)).await;
-        tokens.push(got.fencing_token);
-        sem.release().await.unwrap();
+        tokens.push(finished(w, Duration::from_secs(10)).await);
     }
     let mut sorted = tokens.clone();
     sorted.sort();
