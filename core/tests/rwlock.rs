@@ -197,6 +197,28 @@ async fn a_dead_readers_share_ends_with_its_lease_and_the_writer_hears_of_it() {
     writer.write().release().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_reads_at_once_while_other_writers_wait_fair_or_not() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    for fair in [false, true] {
+        let name = format!("own-{fair}");
+        let rw = client.rw_lock(&name, options().fair(fair)).unwrap();
+        rw.write().acquire(Wait::Once).await.unwrap();
+        let other = client.rw_lock(&name, options().fair(fair)).unwrap();
+        let waiting = {
+            let other = other.clone();
+            tokio::spawn(async move { other.write().acquire(Wait::Forever).await.unwrap() })
+        };
+        until(|| async { rw.state().await.unwrap().waiting == 1 }).await;
+        assert!(rw.read().try_acquire().await.unwrap().is_some(), "fair: {fair}");
+        rw.write().release().await.unwrap();
+        rw.read().release().await.unwrap();
+        finished(waiting, Duration::from_secs(10)).await;
+        other.write().release().await.unwrap();
+    }
+}
+
 async fn until<F, Fut>(mut cond: F)
 where
     F: FnMut() -> Fut,

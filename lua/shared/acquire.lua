@@ -73,7 +73,10 @@ if size > 0 then
   end
 end
 local side = side_of(owner)
-local passes = waiting == 0
+-- The writer reading: nobody waiting may come between it and itself.
+local writes = side == 'r' and redis.call('HEXISTS', k.holders, other_side(owner, 'w')) == 1
+local passes = writes
+  or waiting == 0
   or (ARGV[10] ~= '1' and not (side == 'r' and writer_waiting(k.queue)))
 if passes and fits(k.holders, k.untils, owner, permits, size) then
   fence = next_fence(k.fence)

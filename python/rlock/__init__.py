@@ -11,6 +11,11 @@
 
     client = rlock.Client.from_redis(r)           # the settings of a redis-py client
 
+    with client.rw_lock("catalog").read():        # readers share, a writer is alone
+        show_catalog()
+    with client.semaphore("exports", permits=4):  # at most 4 holders at once
+        export()
+
 A lock is owned by the client, the process and the calling thread (sync
 methods) or asyncio task (``async with`` and every awaited method): the same
 owner re-acquiring a name nests, any other owner waits. Durations are seconds.
@@ -35,6 +40,7 @@ from typing import (
     Awaitable,
     Callable,
     Generator,
+    Generic,
     List,
     Mapping,
     Optional,
@@ -58,6 +64,8 @@ __all__ = [
     "AsyncClient",
     "AsyncHeldLock",
     "AsyncLock",
+    "AsyncRwLock",
+    "AsyncSemaphore",
     "Client",
     "ClientClosed",
     "ConnectionError",
@@ -68,7 +76,10 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
+    "LockUpgradeError",
     "LongTtlWarning",
+    "RwLock",
+    "Semaphore",
     "lock",
     "synchronized",
 ]
@@ -113,6 +124,14 @@ class LockLost(LockError):
     ``reason`` says how (key deleted or expired, max_hold reached, the ttl passed
     with auto_renew off, Redis unreachable past the lease).
     """
+
+
+class LockUpgradeError(LockError):
+    """write() of a read-write lock by an owner that holds only its read side.
+
+    Refused at once: two owners doing so would wait on each other for ever.
+    Release the read first; the other way round (write, then read, then
+    release the write) is a downgrade, and allowed."""
 
 
 class ConnectionError(LockError, builtins.ConnectionError):
@@ -476,6 +495,139 @@ class AsyncHeldLock(_Holding, AsyncLock):
 
 
 # --------------------------------------------------------------------------
+# Read-write locks and semaphores: made of the same Lock objects as the mutex,
+# each over a native Lock of another kind (python/src/rwlock.rs, semaphore.rs),
+# so waiting, owners, ``with``, renewal and loss are the mutex's.
+
+_L = TypeVar("_L", Lock, AsyncLock)
+
+
+class _Sides(Generic[_L]):
+    __slots__ = ("_read", "_write")
+
+    def __init__(self, read: _L, write: _L) -> None:
+        self._read: _L = read
+        self._write: _L = write
+
+    @property
+    def name(self) -> str:
+        return self._write.name
+
+    def read(self) -> _L:
+        """The read side: held by any number of readers at once, never
+        with a writer. Re-enters inside this owner's read or write."""
+        return self._read
+
+    def write(self) -> _L:
+        """The write side: nobody else inside. Re-enters inside this owner's
+        write; raises LockUpgradeError while this owner holds only read."""
+        return self._write
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.{type(self).__qualname__} {self.name!r}>"
+
+
+class RwLock(_Sides[Lock]):
+    """A read-write lock by name, made by ``Client.rw_lock()``: ``read()``
+    and ``write()`` are its sides, each a Lock acting for the calling thread
+    (or, in ``async with``, task). Once a writer waits, new readers wait
+    behind it, so writers never starve."""
+
+    __slots__ = ()
+
+    def __init__(self, native: _native.RwLock) -> None:
+        super().__init__(Lock(native.read), Lock(native.write))
+
+
+class AsyncRwLock(_Sides[AsyncLock]):
+    """A read-write lock for asyncio, made by ``AsyncClient.rw_lock()``: its
+    sides are AsyncLocks acting for the calling task."""
+
+    __slots__ = ()
+
+    def __init__(self, native: _native.RwLock) -> None:
+        super().__init__(AsyncLock(native.read), AsyncLock(native.write))
+
+
+class _Permits(_LockBase):
+    """The lock taking one permit, and the semaphore it belongs to."""
+
+    __slots__ = ("_permits",)
+
+    def __init__(self, native: _native.Semaphore) -> None:
+        super().__init__(native.lock(1))
+        self._permits = native
+
+    @property
+    def size(self) -> int:
+        """The permits it has."""
+        return self._permits.size
+
+    def __repr__(self) -> str:
+        # The lock's, with the size.
+        return f"{super().__repr__()[:-1]} size={self.size}>"
+
+
+class Semaphore(_Permits, Lock):
+    """A counting semaphore by name, made by ``Client.semaphore()``: at most
+    ``size`` permits held at once, each holding under its own lease.
+
+    It is the Lock taking one permit (``with sem:``, release(), extend(),
+    owned(), fencing_token, lost: for the calling thread or task), and
+    ``lock(n)`` is the one taking n. An owner holds once: acquiring again
+    re-enters its holding and takes no more permits. ``locked()`` says
+    whether no permit is free."""
+
+    __slots__ = ()
+
+    def lock(self, n: int) -> Lock:
+        """The Lock taking ``n`` permits (1 to size) for the calling owner."""
+        return Lock(self._permits.lock(n))
+
+    @_suggesting
+    def acquire(
+        self, blocking: Optional[bool] = None, timeout: Optional[float] = None, *, n: int = 1
+    ) -> bool:
+        """Acquires ``n`` permits as Lock.acquire() does; False when busy
+        (blocking=False) or when ``timeout`` passed."""
+        return self.lock(n).acquire(blocking, timeout)
+
+    def available(self) -> int:
+        """Permits free now."""
+        return self._permits.available()
+
+    def held(self) -> int:
+        """Permits held now, by every holder."""
+        return self._permits.held()
+
+
+class AsyncSemaphore(_Permits, AsyncLock):
+    """A semaphore for asyncio, made by ``AsyncClient.semaphore()``: the
+    AsyncLock taking one permit, acting for the calling task."""
+
+    __slots__ = ()
+
+    def lock(self, n: int) -> AsyncLock:
+        """The AsyncLock taking ``n`` permits (1 to size) for the calling task."""
+        return AsyncLock(self._permits.lock(n))
+
+    @_suggesting
+    async def acquire(
+        self, blocking: Optional[bool] = None, timeout: Optional[float] = None, *, n: int = 1
+    ) -> bool:
+        """Acquires ``n`` permits as AsyncLock.acquire() does."""
+        return await self.lock(n).acquire(blocking, timeout)
+
+    async def available(self) -> int:
+        """Permits free now."""
+        return await self._permits.available_async()
+
+    async def held(self) -> int:
+        """Permits held now, by every holder."""
+        return await self._permits.held_async()
+
+
+# --------------------------------------------------------------------------
 # Clients
 
 
@@ -566,6 +718,16 @@ class Client(_ClientBase):
         """A lock on ``name``, made to ``options`` (see LockArguments)."""
         return Lock(self._native.lock(_lock_spec(name, options)))
 
+    def rw_lock(self, name: str, **options: Unpack[LockArguments]) -> RwLock:
+        """A read-write lock on ``name``; options as lock(), for each side."""
+        return RwLock(self._native.rw_lock(_lock_spec(name, options)))
+
+    def semaphore(self, name: str, permits: int, **options: Unpack[LockArguments]) -> Semaphore:
+        """A semaphore on ``name`` of ``permits`` permits (1 to 1 000 000;
+        every user of the name must give the same while anyone holds it);
+        options as lock(), for each holding."""
+        return Semaphore(self._native.semaphore(_lock_spec(name, options), permits))
+
     def close(self) -> None:
         """Closes the client: locks still held are released (best effort: one
         Redis does not release within 2 s expires with its lease) and count as
@@ -595,6 +757,16 @@ class AsyncClient(_ClientBase):
     def lock(self, name: str, **options: Unpack[LockArguments]) -> AsyncLock:
         """A lock on ``name``; the arguments are those of Client.lock()."""
         return AsyncLock(self._native.lock(_lock_spec(name, options)))
+
+    def rw_lock(self, name: str, **options: Unpack[LockArguments]) -> AsyncRwLock:
+        """A read-write lock on ``name``; the arguments are those of Client.rw_lock()."""
+        return AsyncRwLock(self._native.rw_lock(_lock_spec(name, options)))
+
+    def semaphore(
+        self, name: str, permits: int, **options: Unpack[LockArguments]
+    ) -> AsyncSemaphore:
+        """A semaphore on ``name``; the arguments are those of Client.semaphore()."""
+        return AsyncSemaphore(self._native.semaphore(_lock_spec(name, options), permits))
 
     def close(self) -> Awaitable[None]:
         """Closes the client as Client.close() does, at once, and returns an

@@ -5,12 +5,15 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
-use rlock_core::{validate, Client as CoreClient, ClientOptions, Error};
+use rlock_core::{validate, Client as CoreClient, ClientOptions, Error, Kind};
 use tokio::sync::OnceCell;
 
 use crate::error::to_py;
 use crate::lock::{Lock, LockSpec};
+use crate::numbers::Count;
 use crate::runtime;
+use crate::rwlock::RwLock;
+use crate::semaphore::Semaphore;
 
 #[pyclass(frozen, module = "rlock._native", name = "Client")]
 pub struct Client {
@@ -124,6 +127,10 @@ impl Shared {
     }
 }
 
+fn spec_of(spec: &Bound<'_, LockSpec>) -> Arc<LockSpec> {
+    Arc::new(spec.get().clone())
+}
+
 #[pymethods]
 impl Client {
     /// Checks the arguments (no I/O); the connection is made on first use.
@@ -166,7 +173,22 @@ impl Client {
 
     /// A lock made to `spec` (checked when it was made).
     fn lock(&self, spec: &Bound<'_, LockSpec>) -> Lock {
-        Lock::new(self.shared.clone(), spec.get().clone())
+        Lock::new(self.shared.clone(), spec_of(spec), Kind::Mutex)
+    }
+
+    /// A read-write lock made to `spec`.
+    fn rw_lock(&self, py: Python<'_>, spec: &Bound<'_, LockSpec>) -> PyResult<RwLock> {
+        RwLock::new(py, self.shared.clone(), spec_of(spec))
+    }
+
+    /// A semaphore of `permits` permits made to `spec` (`permits` checked here).
+    fn semaphore(
+        &self,
+        py: Python<'_>,
+        spec: &Bound<'_, LockSpec>,
+        permits: Count,
+    ) -> PyResult<Semaphore> {
+        Semaphore::new(py, self.shared.clone(), spec_of(spec), permits)
     }
 
     /// Closes the client (see the core's `Client::close`): held locks are

@@ -56,14 +56,18 @@ impl Failure {
             }
             Error::Connection(_) => raise(py, "ConnectionError", message, None, None),
             Error::Closed => raise(py, "ClientClosed", message, None, None),
+            Error::Upgrade { name } => raise(py, "LockUpgradeError", message, Some(&name), None),
         }
     }
 }
 
-/// A lock option as Python names it: a keyword argument of `LockSpec()`,
-/// which are the core's own names.
+/// A lock option as Python names it: a keyword argument of `LockSpec()`
+/// (the core's own names), `Client.semaphore()` or a semaphore's `acquire()`.
 pub fn option_name(option: Opt) -> &'static str {
-    option.name()
+    match option {
+        Opt::Take => "n",
+        _ => option.name(),
+    }
 }
 
 /// A core error as a Python exception.

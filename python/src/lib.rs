@@ -9,7 +9,10 @@ use pyo3::prelude::*;
 mod client;
 mod error;
 mod lock;
+mod numbers;
 mod runtime;
+mod rwlock;
+mod semaphore;
 mod settings;
 
 #[pymodule]
@@ -20,6 +23,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::LockSpec>()?;
     m.add_class::<lock::Acquisition>()?;
+    m.add_class::<rwlock::RwLock>()?;
+    m.add_class::<semaphore::Semaphore>()?;
     m.add_class::<settings::ServerSettings>()?;
     m.add_function(wrap_pyfunction!(lock::closest_option, m)?)?;
     m.add_function(wrap_pyfunction!(settings::url_from_settings, m)?)?;

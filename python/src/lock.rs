@@ -1,49 +1,22 @@
 //! `Lock`: one lock name as seen by whichever owner calls. The Python face
 //! passes the owner unit (process id plus thread or asyncio task) with every
-//! call; the core lock for that owner is made per call (`lock_as`), which
-//! costs no I/O.
+//! call; the core lock for that owner is made per call (`with_owner`), which
+//! costs no I/O. The same class serves every kind of lock: the mutex, a side
+//! of a read-write lock, and permits of a semaphore (see `rwlock.rs`,
+//! `semaphore.rs`).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
 use rlock_core::{
-    validate, Error, Lock as CoreLock, LockArgs, LockOptions, Opt, Unit, Wait, DEFAULT_TTL,
+    validate, Error, Kind, Lock as CoreLock, LockArgs, LockOptions, Opt, Unit, Wait, DEFAULT_TTL,
 };
 
 use crate::client::Shared;
 use crate::error::{option_name, to_py};
+use crate::numbers::{secs, Seconds};
 use crate::runtime;
-
-/// A number of seconds as Python gives it: a float or an int. An int too
-/// large for a float is still a number, just an absurd one: it becomes an
-/// infinity the core refuses as out of range (ValueError), never an
-/// OverflowError.
-#[derive(Clone, Copy)]
-pub struct Seconds(f64);
-
-impl<'a, 'py> FromPyObject<'a, 'py> for Seconds {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
-        match obj.extract::<f64>() {
-            Ok(v) => Ok(Seconds(v)),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) => {
-                let negative = obj.lt(0)?;
-                Ok(Seconds(if negative {
-                    f64::NEG_INFINITY
-                } else {
-                    f64::INFINITY
-                }))
-            }
-            Err(e) => Err(e),
-        }
-    }
-}
-
-fn secs(s: Option<Seconds>) -> Option<f64> {
-    s.map(|s| s.0)
-}
 
 /// A lock's arguments, checked once when they are given (before any I/O).
 /// The signature of `LockSpec()` is the one place the Python face declares
@@ -118,6 +91,14 @@ pub fn closest_option(unknown: &str, known: Vec<String>) -> Option<String> {
 }
 
 impl LockSpec {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn options(&self) -> &LockOptions {
+        &self.options
+    }
+
     /// The wait of one `acquire()`: arguments left as None take the lock's own.
     fn wait(&self, blocking: Option<bool>, timeout: Option<f64>) -> rlock_core::Result<Wait> {
         if blocking.is_none() && timeout.is_none() {
@@ -136,6 +117,7 @@ impl LockSpec {
 pub struct Lock {
     client: Arc<Shared>,
     spec: Arc<LockSpec>,
+    kind: Kind,
     /// The core lock last made for this process's client: the core lock of
     /// another owner unit is a copy of it with that owner (its name checked
     /// and its keys built once).
@@ -143,10 +125,11 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub fn new(client: Arc<Shared>, spec: LockSpec) -> Self {
+    pub fn new(client: Arc<Shared>, spec: Arc<LockSpec>, kind: Kind) -> Self {
         Lock {
             client,
-            spec: Arc::new(spec),
+            spec,
+            kind,
             made: Arc::new(Mutex::new(None)),
         }
     }
@@ -157,15 +140,22 @@ impl Lock {
         unit: &str,
     ) -> impl Future<Output = rlock_core::Result<CoreLock>> + Send + 'static {
         let connected = self.client.connected();
-        let spec = self.spec.clone();
+        let (spec, kind) = (self.spec.clone(), self.kind);
         let made = self.made.clone();
         let unit = unit.to_owned();
-        async move { lock_for(&made, &spec, &connected.await?, &unit) }
+        async move { lock_for(&made, &spec, kind, &connected.await?, &unit) }
     }
 
     /// The core lock for `unit` if this process has connected (no I/O).
     fn held_by(&self, unit: &str) -> Option<CoreLock> {
-        lock_for(&self.made, &self.spec, &self.client.current()?, unit).ok()
+        lock_for(
+            &self.made,
+            &self.spec,
+            self.kind,
+            &self.client.current()?,
+            unit,
+        )
+        .ok()
     }
 
     /// Acquires, giving the lock and its fencing token; `Ok(None)` when the
@@ -243,11 +233,12 @@ impl Lock {
     }
 }
 
-/// The core lock of `spec` for `unit` on `client`, from the one made last
-/// when it was made on that client (a forked child's is another).
+/// The core lock of `spec` and `kind` for `unit` on `client`, from the one
+/// made last when it was made on that client (a forked child's is another).
 fn lock_for(
     made: &Mutex<Option<CoreLock>>,
     spec: &LockSpec,
+    kind: Kind,
     client: &rlock_core::Client,
     unit: &str,
 ) -> rlock_core::Result<CoreLock> {
@@ -255,7 +246,24 @@ fn lock_for(
     if let Some(lock) = made.as_ref().filter(|l| l.client().id() == client.id()) {
         return Ok(lock.with_owner(unit));
     }
-    let lock = client.lock_as(&spec.name, spec.options.clone(), unit)?;
+    let (name, options) = (spec.name.as_str(), spec.options.clone());
+    let lock = match kind {
+        Kind::Mutex => client.lock_as(name, options, unit)?,
+        Kind::Read => client
+            .rw_lock(name, options)?
+            .with_owner(unit)
+            .read()
+            .clone(),
+        Kind::Write => client
+            .rw_lock(name, options)?
+            .with_owner(unit)
+            .write()
+            .clone(),
+        Kind::Permits { size, take } => client
+            .semaphore(name, size.into(), options)?
+            .with_owner(unit)
+            .permits(take.into())?,
+    };
     *made = Some(lock.clone());
     Ok(lock)
 }

@@ -1,5 +1,6 @@
-"""Beyond one Redis: a Redlock client over three independent masters, a Redis
-Cluster client, and sync_replicas against a primary with a replica. Every
+"""Beyond one Redis: a Redlock client over three independent masters (which
+refuses read-write locks and semaphores), a Redis Cluster client, and
+sync_replicas against a primary with a replica. Every
 server is a real redis-server started (and stopped) here."""
 
 from __future__ import annotations
@@ -115,6 +116,20 @@ def test_two_masters_of_three_down_makes_async_acquire_return_false(
     asyncio.run(scenario())
 
 
+def test_a_redlock_client_refuses_read_write_locks_and_semaphores(
+    masters: List[RedisServer], name: str
+) -> None:
+    # Independent masters would each count a different set of holders.
+    client = rlock.Client(urls(masters))
+    try:
+        for use in (client.rw_lock(name).read().acquire, client.semaphore(name, 2).acquire):
+            with pytest.raises(ValueError, match="not Redlock"):
+                use()
+        assert held_on(masters, name) == 0
+    finally:
+        client.close()
+
+
 # --------------------------------------------------------------------------
 # Redis Cluster (one cluster for the module: it costs seconds to build)
 
@@ -140,6 +155,26 @@ def test_a_cluster_client_locks_names_on_every_master(cluster: RedisCluster, nam
         assert len(masters) == 3, "the names spread over every master"
     finally:
         client.close()
+
+
+def test_a_cluster_client_shares_read_write_locks_and_semaphores(cluster: RedisCluster, name: str) -> None:
+    client = rlock.Client(cluster.urls, cluster=True)
+    other = rlock.Client(cluster.urls, cluster=True)
+    try:
+        with client.rw_lock(name).read() as reading:
+            with other.rw_lock(name, blocking=False).read() as also:
+                assert also.fencing_token > reading.fencing_token
+            assert not other.rw_lock(name).write().acquire(blocking=False)
+        sem = client.semaphore(name, 2)
+        with sem.lock(2):
+            assert not other.semaphore(name, 2).acquire(blocking=False)
+            assert sem.held() == 2
+            node = cluster.master_of(lock_key(name))
+            assert node.redis.exists(f"{lock_key(name)}:semaphore")
+        assert sem.available() == 2
+    finally:
+        client.close()
+        other.close()
 
 
 def test_a_cluster_waiter_is_woken_by_the_sharded_release_message(

@@ -78,6 +78,45 @@ async def async_usage() -> bool:
         return await lock.locked()
 
 
+def shared_locks() -> None:
+    client = rlock.Client()
+    rw: rlock.RwLock = client.rw_lock("catalog", ttl=10, fair=True)
+    with rw.read() as reading:
+        fence: int = reading.fencing_token
+        rebuild_cache(fence)
+    writing: rlock.Lock = rw.write()
+    if writing.acquire(timeout=1):
+        writing.release()
+    sem: rlock.Semaphore = client.semaphore("exports", 4, timeout=3)
+    size: int = sem.size
+    with sem as held:
+        rebuild_cache(held.fencing_token)
+    got: bool = sem.acquire(blocking=False, n=2)
+    several: rlock.Lock = sem.lock(2)
+    free: int = sem.available()
+    used: int = sem.held()
+    assert got and several and size and free + used
+    try:
+        rw.write().acquire()
+    except rlock.LockUpgradeError as e:
+        base: rlock.LockError = e
+        print(base.name)
+
+
+async def async_shared_locks(client: rlock.AsyncClient) -> int:
+    rw: rlock.AsyncRwLock = client.rw_lock("catalog")
+    async with rw.write() as held:
+        fence: int = held.fencing_token
+        rebuild_cache(fence)
+    sem: rlock.AsyncSemaphore = client.semaphore("exports", permits=4)
+    async with sem:
+        pass
+    several: rlock.AsyncLock = sem.lock(2)
+    got: bool = await sem.acquire(n=2) or await several.acquire()
+    assert got
+    return await sem.available() + await sem.held()
+
+
 async def reuse_and_close(r: redis.asyncio.Redis) -> None:
     aclient: rlock.AsyncClient = rlock.AsyncClient.from_redis(r, prefix="app")
     await aclient.close()
