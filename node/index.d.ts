@@ -67,6 +67,18 @@ export interface AcquireOptions {
   signal?: AbortSignal
 }
 
+export interface SemaphoreOptions extends LockOptions {
+  /** How many permits it has: a whole number from 1 to 1000000. Every handle of one name must agree while anyone holds it. */
+  permits: number
+}
+
+export interface PermitsOptions {
+  /** How many permits this acquisition takes: a whole number from 1 to the size. Default 1. */
+  permits?: number
+}
+
+export interface SemaphoreAcquireOptions extends AcquireOptions, PermitsOptions {}
+
 export declare class Client {
   private constructor()
   /**
@@ -88,6 +100,17 @@ export declare class Client {
    */
   lock(name: string, options?: LockOptions): Lock
   /**
+   * A read-write lock owned by a new handle, or inside a `using()` of one of
+   * its sides by that scope: `.read` and `.write` are `Lock`s of that one owner.
+   * Bad options throw here, before any I/O.
+   */
+  rwLock(name: string, options?: LockOptions): RwLock
+  /**
+   * A semaphore of `permits` permits owned by a new handle, or inside its
+   * `using()` by that scope. Bad options throw here, before any I/O.
+   */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore
+  /**
    * Acquires `name`, runs `fn`, always releases, and returns what `fn` returns.
    * If `fn` throws, that error is what the caller sees; if the lease was lost
    * while `fn` ran, rejects with `LockLostError`. A `using()` or `lock()` of
@@ -108,7 +131,7 @@ export declare class Client {
 }
 
 export declare class Lock implements AsyncDisposable {
-  private constructor()
+  protected constructor()
   readonly name: string
   /** This handle's fencing token while it holds the lock, else null. */
   readonly fencingToken: number | null
@@ -130,6 +153,50 @@ export declare class Lock implements AsyncDisposable {
   isOwned(): Promise<boolean>
   /** Releases if this handle holds the lock; nothing otherwise. */
   [Symbol.asyncDispose](): Promise<void>
+  /**
+   * Acquires, runs `fn`, always releases, and returns what `fn` returns, as
+   * `client.using()` does, as this lock's owner: a lock of the same kind and
+   * name made in `fn`'s flow nests.
+   */
+  using<T>(fn: (signal: AbortSignal, lock: this) => T | PromiseLike<T>): Promise<T>
+  using<T>(options: AcquireOptions | undefined, fn: (signal: AbortSignal, lock: this) => T | PromiseLike<T>): Promise<T>
+}
+
+/**
+ * A read-write lock: any number of readers or one writer; a waiting writer
+ * makes new readers wait behind it. Both sides are `Lock`s of one owner.
+ */
+export declare class RwLock {
+  private constructor()
+  readonly name: string
+  /** Shared with other readers; nests inside this owner's read or write. */
+  readonly read: Lock
+  /** Nobody else inside; rejects `LockUpgradeError` while this owner holds only read. */
+  readonly write: Lock
+}
+
+/**
+ * A counting semaphore: at most `size` permits held at once. A `Lock` taking
+ * one permit unless an acquisition asks for more; its owner holds one number
+ * of permits at a time, and acquiring again nests in it.
+ */
+export declare class Semaphore extends Lock {
+  private constructor()
+  /** The permits it has. */
+  readonly size: number
+  /** Acquires `permits` (default 1), waiting as `timeoutMs` allows. */
+  acquire(options?: SemaphoreAcquireOptions): Promise<void>
+  /** One attempt at `permits` (default 1): true when acquired. */
+  tryAcquire(options?: PermitsOptions): Promise<boolean>
+  using<T>(fn: (signal: AbortSignal, lock: this) => T | PromiseLike<T>): Promise<T>
+  using<T>(
+    options: SemaphoreAcquireOptions | undefined,
+    fn: (signal: AbortSignal, lock: this) => T | PromiseLike<T>,
+  ): Promise<T>
+  /** Permits free now (asks Redis). */
+  available(): Promise<number>
+  /** Permits held now, by every holder (asks Redis). */
+  held(): Promise<number>
 }
 
 /** Base of the lock errors below. */
@@ -140,6 +207,7 @@ export declare class LockError extends Error {
     | 'ERR_LOCK_LOST'
     | 'ERR_LOCK_CONNECTION'
     | 'ERR_LOCK_CLIENT_CLOSED'
+    | 'ERR_LOCK_UPGRADE'
 }
 
 export declare class LockTimeoutError extends LockError {
@@ -164,4 +232,9 @@ export declare class LockConnectionError extends LockError {
 /** The client was closed: every later operation of it or its locks rejects with this. */
 export declare class ClientClosedError extends LockError {
   readonly code: 'ERR_LOCK_CLIENT_CLOSED'
+}
+
+/** Write asked by an owner that holds only read of a read-write lock: refused at once. */
+export declare class LockUpgradeError extends LockError {
+  readonly code: 'ERR_LOCK_UPGRADE'
 }

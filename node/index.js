@@ -10,7 +10,7 @@ const native = require('./native.js')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const CONSTRUCT = Symbol('redis-rlock internal')
-const finish = Symbol('finish')
+const scoped = Symbol('scoped')
 
 /** The base of every lock error this package raises (bad input aside). */
 class LockError extends Error {
@@ -63,6 +63,16 @@ class ClientClosedError extends LockError {
   }
 }
 
+/**
+ * Write asked by an owner that holds only read of a read-write lock: refused
+ * at once, as two such owners would wait on each other for ever.
+ */
+class LockUpgradeError extends LockError {
+  constructor(message) {
+    super(message, 'ERR_LOCK_UPGRADE')
+  }
+}
+
 function invalidArg(ErrorClass, message) {
   const err = new ErrorClass(message)
   err.code = 'ERR_INVALID_ARG'
@@ -86,6 +96,8 @@ function makeError(category, message, reason) {
       return new LockConnectionError(message)
     case 'closed':
       return new ClientClosedError(message)
+    case 'upgrade':
+      return new LockUpgradeError(message)
     case 'bad input':
       return invalidArg(TypeError, message)
     case 'out of range':
@@ -123,6 +135,8 @@ function expectName(name) {
 const LOCK_OPTIONS = native.lockOptionNames()
 const USING_OPTIONS = [...LOCK_OPTIONS, 'signal']
 const ACQUIRE_OPTIONS = ['signal']
+const SEMAPHORE_OPTIONS = [...LOCK_OPTIONS, 'permits']
+const PERMITS_OPTIONS = [...ACQUIRE_OPTIONS, 'permits']
 const CONNECT_OPTIONS = ['prefix', 'cluster', 'tlsCa']
 const FROM_IOREDIS_OPTIONS = ['prefix', 'tlsCa']
 
@@ -263,24 +277,59 @@ function checkSignal(signal) {
   expect(ok, 'signal', 'an AbortSignal', signal)
 }
 
-// Owners. Outside any `using()` the owner is the Lock handle: Node runs
-// every flow on one thread, so nothing else tells two concurrent requests
-// apart. A `using()` scope is an owner of its own, carried by
-// AsyncLocalStorage into everything its callback awaits or starts: a lock
-// of the same name and client made there belongs to the scope, so it nests
-// instead of waiting on itself. Units are serial numbers, never reused.
+/** The options of an acquisition (keys among `known`), its signal checked. */
+function acquireOptions(options, known) {
+  const checked = optionsObject(options, 'options', known)
+  if (checked.signal !== undefined) checkSignal(checked.signal)
+  return checked
+}
 
-/** The scopes the calling flow runs in, innermost first: `{ outer, client, name, owner, open }`. */
+/**
+ * `nativeLock.acquire()`; an aborted `signal` ends the wait, rejecting with
+ * its reason (the native side leaves no lock behind).
+ */
+function acquiring(nativeLock, signal) {
+  if (signal === undefined) return nativeLock.acquire()
+  if (signal.aborted) return Promise.reject(signal.reason)
+  const cancel = new native.WaitCancel()
+  const onAbort = () => cancel.cancel()
+  signal.addEventListener('abort', onAbort, { once: true })
+  return nativeLock.acquire(cancel).then(
+    () => {
+      signal.removeEventListener('abort', onAbort)
+    },
+    (err) => {
+      signal.removeEventListener('abort', onAbort)
+      throw err === ABORTED ? signal.reason : err
+    },
+  )
+}
+
+// Owners. Outside any `using()` the owner is the handle (a Lock, a
+// RwLock, a Semaphore): Node runs every flow on one thread, so nothing else
+// tells two concurrent requests apart. A `using()` scope is its lock's
+// owner, carried by AsyncLocalStorage into everything its callback awaits or
+// starts: a lock of the same kind, name and client made there belongs to the
+// scope, so it nests instead of waiting on itself. `client.using()` makes an
+// owner for its scope, as a new handle would. Units are serial numbers,
+// never reused.
+
+/** The scopes the calling flow runs in, innermost first: `{ outer, id, open }`. */
 const scopes = new AsyncLocalStorage()
 let serial = 0
 
-/** The owner for a lock of `name` made now: the open scope holding it, else a new one. */
-function ownerFor(client, name) {
+/**
+ * Which lock a handle is and whom for: `{ client, kind, name, owner }`, its
+ * kind 'lock', 'rwLock' or 'semaphore' (three locks under one name). The
+ * owner is the open scope's holding that lock, else a new one.
+ */
+function identity(client, kind, name) {
   for (let scope = scopes.getStore(); scope !== undefined; scope = scope.outer) {
-    if (scope.open && scope.client === client && scope.name === name) return scope.owner
+    const { id } = scope
+    if (scope.open && id.client === client && id.kind === kind && id.name === name) return id
   }
   serial += 1
-  return `n${serial}`
+  return { client, kind, name, owner: `n${serial}` }
 }
 
 class Client {
@@ -327,11 +376,37 @@ class Client {
   lock(name, options) {
     expectName(name)
     const lockOptions = optionsObject(options, 'options', LOCK_OPTIONS)
-    return this.#lockAs(name, lockOptions, ownerFor(this, name))
+    return this.#lockFor(name, lockOptions)
   }
 
-  #lockAs(name, options, owner) {
-    return new Lock(CONSTRUCT, this.#native.lock(name, options, owner), name)
+  #lockFor(name, options) {
+    const id = identity(this, 'lock', name)
+    return new Lock(CONSTRUCT, this.#native.lock(name, options, id.owner), id)
+  }
+
+  /**
+   * A read-write lock owned by a new handle (or, inside a `using()` of one
+   * of its sides, by that scope): `.read` and `.write` are its two sides,
+   * each a `Lock` of that one owner. Options as `lock()`'s, checked here.
+   */
+  rwLock(name, options) {
+    expectName(name)
+    const lockOptions = optionsObject(options, 'options', LOCK_OPTIONS)
+    const id = identity(this, 'rwLock', name)
+    return new RwLock(CONSTRUCT, this.#native.rwLock(name, lockOptions, id.owner), id)
+  }
+
+  /**
+   * A semaphore of `permits` permits owned by a new handle (or, inside a
+   * `using()` of it, by that scope); the other options are `lock()`'s, all
+   * checked here.
+   */
+  semaphore(name, options) {
+    expectName(name)
+    const { permits, ...lockOptions } = optionsObject(options, 'options', SEMAPHORE_OPTIONS)
+    expect(typeof permits === 'number', 'permits', 'a number', permits)
+    const id = identity(this, 'semaphore', name)
+    return new Semaphore(CONSTRUCT, this.#native.semaphore(name, permits, lockOptions, id.owner), id)
   }
 
   /**
@@ -349,24 +424,7 @@ class Client {
     expect(typeof fn === 'function', 'fn', 'a function', fn)
     expectName(name)
     const { signal, ...lockOptions } = optionsObject(options, 'options', USING_OPTIONS)
-    const owner = ownerFor(this, name)
-    const lock = this.#lockAs(name, lockOptions, owner)
-    await lock.acquire({ signal })
-    const scope = { outer: scopes.getStore(), client: this, name, owner, open: true }
-    let value
-    try {
-      value = await scopes.run(scope, fn, lock.signal, lock)
-    } catch (err) {
-      scope.open = false
-      // A failing release (the lease was lost, Redis is down) must not hide
-      // the callback's own error.
-      await lock[finish]().catch(() => {})
-      throw err
-    }
-    // Work the callback left running is no longer inside the scope.
-    scope.open = false
-    await lock[finish]()
-    return value
+    return this.#lockFor(name, lockOptions)[scoped]({ signal }, fn)
   }
 
   /**
@@ -388,19 +446,20 @@ class Client {
 
 class Lock {
   #native
-  #name
+  // Which lock and whose (see `identity`).
+  #id
   // The AbortSignal state, made on first read of `signal`.
   #watch = null
 
   /** @private Use `client.lock()`. */
-  constructor(token, nativeLock, name) {
+  constructor(token, nativeLock, id) {
     if (token !== CONSTRUCT) throw new TypeError('use client.lock() to make a Lock')
     this.#native = nativeLock
-    this.#name = name
+    this.#id = id
   }
 
   get name() {
-    return this.#name
+    return this.#id.name
   }
 
   /** This handle's fencing token while it holds the lock, else null. */
@@ -448,25 +507,11 @@ class Lock {
   acquire(options) {
     let signal
     try {
-      if (options !== undefined) signal = optionsObject(options, 'options', ACQUIRE_OPTIONS).signal
-      if (signal === undefined) return this.#native.acquire()
-      checkSignal(signal)
+      if (options !== undefined) signal = acquireOptions(options, ACQUIRE_OPTIONS).signal
     } catch (err) {
       return Promise.reject(err)
     }
-    if (signal.aborted) return Promise.reject(signal.reason)
-    const cancel = new native.WaitCancel()
-    const onAbort = () => cancel.cancel()
-    signal.addEventListener('abort', onAbort, { once: true })
-    return this.#native.acquire(cancel).then(
-      () => {
-        signal.removeEventListener('abort', onAbort)
-      },
-      (err) => {
-        signal.removeEventListener('abort', onAbort)
-        throw err === ABORTED ? signal.reason : err
-      },
-    )
+    return acquiring(this.#native, signal)
   }
 
   /** One attempt: true when acquired, false when someone else holds it. */
@@ -502,24 +547,152 @@ class Lock {
     return this.#native.isOwned()
   }
 
-  /** Ends a scope: releases, rejecting `LockLostError` if the lease was lost. */
-  [finish]() {
-    return this.#native.finish()
-  }
-
   /** `await using`: releases if this handle holds the lock, else nothing. */
   [asyncDispose]() {
     return this.#native.dispose()
+  }
+
+  /**
+   * Acquires (`options` as `acquire()`'s), runs `fn(signal, lock)` and
+   * always releases, as `client.using()` does, as this lock's owner: a lock
+   * of the same kind and name made in the callback's flow nests.
+   */
+  async using(options, fn) {
+    if (fn === undefined && typeof options === 'function') {
+      fn = options
+      options = undefined
+    }
+    expect(typeof fn === 'function', 'fn', 'a function', fn)
+    return this[scoped](options, fn)
+  }
+
+  /** `using()` once its arguments are checked. */
+  async [scoped](options, fn) {
+    await this.acquire(options)
+    const scope = { outer: scopes.getStore(), id: this.#id, open: true }
+    let value
+    try {
+      value = await scopes.run(scope, fn, this.signal, this)
+    } catch (err) {
+      scope.open = false
+      // A failing release (the lease was lost, Redis is down) must not hide
+      // the callback's own error.
+      await this.#native.finish().catch(() => {})
+      throw err
+    }
+    // Work the callback left running is no longer inside the scope.
+    scope.open = false
+    // Rejects `LockLostError` if the lease was lost meanwhile.
+    await this.#native.finish()
+    return value
+  }
+}
+
+/**
+ * A read-write lock: any number of readers or one writer. Its sides are
+ * `Lock`s of one owner: reading inside a write nests (releasing the write
+ * then is a downgrade: no writer gets in between), writing while holding
+ * only read rejects `LockUpgradeError` at once.
+ */
+class RwLock {
+  #name
+  #read
+  #write
+
+  /** @private Use `client.rwLock()`. */
+  constructor(token, nativeRwLock, id) {
+    if (token !== CONSTRUCT) throw new TypeError('use client.rwLock() to make a RwLock')
+    this.#name = id.name
+    this.#read = new Lock(CONSTRUCT, nativeRwLock.read, id)
+    this.#write = new Lock(CONSTRUCT, nativeRwLock.write, id)
+  }
+
+  get name() {
+    return this.#name
+  }
+
+  /** The read side: shared with other readers. */
+  get read() {
+    return this.#read
+  }
+
+  /** The write side: nobody else inside. */
+  get write() {
+    return this.#write
+  }
+}
+
+/**
+ * A counting semaphore: at most `size` permits held at once. It is a `Lock`
+ * taking one permit unless an acquisition asks for more; its owner holds
+ * one number of permits at a time, and acquiring again nests in it.
+ */
+class Semaphore extends Lock {
+  #native
+
+  /** @private Use `client.semaphore()`. */
+  constructor(token, nativeSemaphore, id) {
+    if (token !== CONSTRUCT) throw new TypeError('use client.semaphore() to make a Semaphore')
+    super(token, nativeSemaphore.lock(1), id)
+    this.#native = nativeSemaphore
+  }
+
+  /** The permits it has. */
+  get size() {
+    return this.#native.size
+  }
+
+  /** Acquires `permits` (default 1) permits, waiting as `acquire()` does. */
+  acquire(options) {
+    let taking
+    let signal
+    try {
+      const checked = acquireOptions(options, PERMITS_OPTIONS)
+      taking = this.#taking(checked.permits)
+      signal = checked.signal
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return acquiring(taking, signal)
+  }
+
+  /** One attempt at `permits` (default 1) permits: true when acquired. */
+  tryAcquire(options) {
+    try {
+      const { permits } = optionsObject(options, 'options', ['permits'])
+      return this.#taking(permits).tryAcquire()
+    } catch (err) {
+      return Promise.reject(err)
+    }
+  }
+
+  /** Permits free now (asks Redis). */
+  available() {
+    return this.#native.available()
+  }
+
+  /** Permits held now, by every holder (asks Redis). */
+  held() {
+    return this.#native.held()
+  }
+
+  /** This owner's handle taking `permits` (checked before any I/O). */
+  #taking(permits = 1) {
+    expect(typeof permits === 'number', 'permits', 'a number', permits)
+    return this.#native.lock(permits)
   }
 }
 
 module.exports = {
   Client,
   Lock,
+  RwLock,
+  Semaphore,
   LockError,
   LockTimeoutError,
   LockNotOwnedError,
   LockLostError,
   LockConnectionError,
   ClientClosedError,
+  LockUpgradeError,
 }

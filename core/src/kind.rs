@@ -31,7 +31,7 @@ impl Kind {
         if take > size {
             return Err(Error::invalid_option(
                 Opt::Take,
-                format!("asks for {take} permits of a semaphore that has {size}"),
+                format!("must be at most the semaphore's {size} permits, got {take}"),
             ));
         }
         Ok(Kind::Permits { size, take })
@@ -95,6 +95,6 @@ mod tests {
         assert!(Kind::permits(3, 4)
             .unwrap_err()
             .to_string()
-            .contains("asks for 4 permits of a semaphore that has 3"));
+            .contains("must be at most the semaphore's 3 permits, got 4"));
     }
 }

@@ -1,16 +1,19 @@
-//! `Client` in the JS face: connecting, making locks, closing.
+//! `Client` in the JS face: connecting, making locks (mutexes, read-write
+//! locks, semaphores), closing.
 
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{Buffer, FnArgs, Function, JsObjectValue, Object, PromiseRaw, Unknown};
 use napi::Env;
 use napi_derive::napi;
-use rlock_core::{Client, ClientOptions};
+use rlock_core::{Client, ClientOptions, Opt, Wait};
 
 use crate::error::{ErrorFactory, Errors, Failure};
 use crate::lock::NativeLock;
-use crate::options::{option_name, LockOptions};
+use crate::options::{option_name, permit_count, LockOptions};
 use crate::runtime;
+use crate::rwlock::NativeRwLock;
+use crate::semaphore::NativeSemaphore;
 
 /// A connection to one Redis deployment, shared by the locks made from it.
 #[napi]
@@ -62,18 +65,44 @@ impl NativeClient {
         options: LockOptions,
         owner: String,
     ) -> napi::Result<NativeLock> {
-        let made = || -> Result<(NativeLock, Option<String>), Failure> {
-            let args = options.args()?;
-            let (options, wait) = args.check()?;
+        self.made(env, options, |options, wait| {
             let lock = self.inner.lock_as(&name, options, &owner)?;
-            let warning = args.long_ttl_warning(&option_name);
-            Ok((NativeLock::new(lock, wait, self.errors.clone()), warning))
-        };
-        let (lock, warning) = made().map_err(|f| self.errors.to_js(env, f))?;
-        if let Some(message) = warning {
-            emit_warning(env, message, "RLOCK_LONG_TTL")?;
-        }
-        Ok(lock)
+            Ok(NativeLock::new(lock, wait, self.errors.clone()))
+        })
+    }
+
+    /// A read-write lock owned by `owner`, checked as `lock()` is.
+    #[napi(catch_unwind)]
+    pub fn rw_lock(
+        &self,
+        env: &Env,
+        name: String,
+        options: LockOptions,
+        owner: String,
+    ) -> napi::Result<NativeRwLock> {
+        self.made(env, options, |options, wait| {
+            let rw = self.inner.rw_lock(&name, options)?.with_owner(&owner);
+            Ok(NativeRwLock::new(rw, wait, &self.errors))
+        })
+    }
+
+    /// A semaphore of `permits` permits owned by `owner`, checked as
+    /// `lock()` is.
+    #[napi(catch_unwind)]
+    pub fn semaphore(
+        &self,
+        env: &Env,
+        name: String,
+        permits: f64,
+        options: LockOptions,
+        owner: String,
+    ) -> napi::Result<NativeSemaphore> {
+        self.made(env, options, |options, wait| {
+            let permits = permit_count(Opt::Permits, permits)?;
+            let semaphore = self.inner.semaphore(&name, permits, options)?;
+            let semaphore = semaphore.with_owner(&owner);
+            Ok(NativeSemaphore::new(semaphore, wait, self.errors.clone()))
+        })
     }
 
     /// Closes the client (see the core's `Client::close`): held locks are
@@ -91,6 +120,29 @@ impl NativeClient {
             },
             |()| (),
         )
+    }
+}
+
+impl NativeClient {
+    /// What `make` makes of `options` once each is checked, thrown as the
+    /// face's error when one is bad; then the warning about a lease that
+    /// looks like a unit mistake, if it is one.
+    fn made<T>(
+        &self,
+        env: &Env,
+        options: LockOptions,
+        make: impl FnOnce(rlock_core::LockOptions, Wait) -> Result<T, Failure>,
+    ) -> napi::Result<T> {
+        let checked = || -> Result<(T, Option<String>), Failure> {
+            let args = options.args()?;
+            let (options, wait) = args.check()?;
+            Ok((make(options, wait)?, args.long_ttl_warning(&option_name)))
+        };
+        let (made, warning) = checked().map_err(|f| self.errors.to_js(env, f))?;
+        if let Some(message) = warning {
+            emit_warning(env, message, "RLOCK_LONG_TTL")?;
+        }
+        Ok(made)
     }
 }
 

@@ -12,4 +12,6 @@ mod error;
 mod lock;
 mod options;
 mod runtime;
+mod rwlock;
+mod semaphore;
 mod settings;

@@ -22,7 +22,9 @@ type LostNotice = FnArgs<(f64, String, &'static str)>;
 type LostCallback = ThreadsafeFunction<LostNotice, (), LostNotice, Status, false, true>;
 
 /// Whom to tell about lost holdings, once the JS face asked (`lock.signal`).
-type LostWatch = Arc<Mutex<Option<Arc<LostCallback>>>>;
+/// Shared by the handles of one owner's holding (a semaphore's, whatever
+/// number of permits each takes), so a loss is told whichever acquired it.
+pub(crate) type LostWatch = Arc<Mutex<Option<Arc<LostCallback>>>>;
 
 #[napi]
 pub struct NativeLock {
@@ -34,11 +36,21 @@ pub struct NativeLock {
 
 impl NativeLock {
     pub(crate) fn new(lock: Lock, wait: Wait, errors: Arc<Errors>) -> Self {
+        Self::watched_by(lock, wait, errors, LostWatch::default())
+    }
+
+    /// A handle whose losses go to `on_lost`, shared with other handles.
+    pub(crate) fn watched_by(
+        lock: Lock,
+        wait: Wait,
+        errors: Arc<Errors>,
+        on_lost: LostWatch,
+    ) -> Self {
         NativeLock {
             lock,
             wait,
             errors,
-            on_lost: Arc::default(),
+            on_lost,
         }
     }
 }

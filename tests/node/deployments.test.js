@@ -89,6 +89,17 @@ test('a Redlock client with two masters of three down rejects ERR_LOCK_TIMEOUT n
   }
 })
 
+test('a Redlock client refuses read-write locks and semaphores: their holders live in one Redis', async () => {
+  const { client, stop } = await redlock()
+  try {
+    const refused = { name: 'TypeError', code: 'ERR_INVALID_ARG', message: /Redlock/ }
+    assert.throws(() => client.rwLock('shared'), refused)
+    assert.throws(() => client.semaphore('shared', { permits: 2 }), refused)
+  } finally {
+    await stop()
+  }
+})
+
 // ---------------------------------------------------------------------------
 // Redis Cluster (one cluster for the file: it costs seconds to build)
 
@@ -114,6 +125,31 @@ test('a Cluster client locks names on every master', async () => {
       assert.equal(await node.cli('EXISTS', key(name)), '1')
       await lock.release()
       assert.equal(await node.cli('EXISTS', key(name)), '0')
+    }
+    assert.equal(masters.size, 3, 'the names spread over every master')
+  } finally {
+    await client.close()
+  }
+})
+
+test('a Cluster client shares read-write locks and semaphores on every master', async () => {
+  const client = await Client.connect(cluster.urls, { cluster: true })
+  try {
+    const masters = new Set()
+    for (let i = 0; i < 12; i++) {
+      const name = `shared:${i}`
+      masters.add((await cluster.masterOf(`rlock:{${name}}:rwlock`)).port)
+      const [reader, other] = [client.rwLock(name), client.rwLock(name)]
+      assert.equal(await reader.read.tryAcquire(), true)
+      assert.equal(await other.read.tryAcquire(), true)
+      assert.equal(await client.rwLock(name).write.tryAcquire(), false)
+      await reader.read.release()
+      await other.read.release()
+      const sem = client.semaphore(name, { permits: 2 })
+      assert.equal(await sem.tryAcquire({ permits: 2 }), true)
+      assert.equal(await client.semaphore(name, { permits: 2 }).tryAcquire(), false)
+      assert.equal(await sem.available(), 0)
+      await sem.release()
     }
     assert.equal(masters.size, 3, 'the names spread over every master')
   } finally {

@@ -3,7 +3,18 @@
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
 import { test } from 'node:test'
-import rlockDefault, { Client, Lock, LockError, LockTimeoutError, LockNotOwnedError, LockLostError, LockConnectionError } from 'redis-rlock'
+import rlockDefault, {
+  Client,
+  Lock,
+  RwLock,
+  Semaphore,
+  LockError,
+  LockTimeoutError,
+  LockNotOwnedError,
+  LockLostError,
+  LockConnectionError,
+  LockUpgradeError,
+} from 'redis-rlock'
 
 const require = createRequire(import.meta.url)
 const { RedisServer } = require('./helper.js')
@@ -17,6 +28,10 @@ test('import from "redis-rlock" gives named exports, a default export, and the v
   assert.equal(LockNotOwnedError, cjs.LockNotOwnedError)
   assert.equal(LockLostError, cjs.LockLostError)
   assert.equal(LockConnectionError, cjs.LockConnectionError)
+  assert.equal(RwLock, cjs.RwLock)
+  assert.equal(Semaphore, cjs.Semaphore)
+  assert.equal(LockUpgradeError, cjs.LockUpgradeError)
+  assert.equal(typeof RwLock, 'function')
   assert.equal(rlockDefault, cjs)
 
   const redis = await RedisServer.start()

@@ -1,7 +1,8 @@
 'use strict'
 // What the Node tests share: the servers of ../support/node/servers.js, a
 // server (and a client on it) for a test file's tests, waiting for a signal
-// to abort, and running a script in a process of its own.
+// to abort or a promise to settle, and running a script in a process of its
+// own.
 
 const { spawn } = require('node:child_process')
 const path = require('node:path')
@@ -41,6 +42,15 @@ function serve({ client = true } = {}) {
   return env
 }
 
+/** Settles as `promise` does, or rejects once `ms` passed without it settling. */
+function within(promise, ms, what) {
+  let timer
+  const deadline = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}
+
 const entry = path.join(__dirname, '..', '..', 'node', 'index.js')
 
 /**
@@ -69,4 +79,4 @@ function runChild(body, url, timeoutMs = 10000) {
   })
 }
 
-module.exports = { RedisServer, RedisCluster, RedisSentinel, serve, waitFor, aborted, freePort, runChild }
+module.exports = { RedisServer, RedisCluster, RedisSentinel, serve, waitFor, aborted, within, freePort, runChild }

@@ -9,7 +9,7 @@ const assert = require('node:assert/strict')
 const net = require('node:net')
 const { test } = require('node:test')
 const { Client } = require('../../node/index.js')
-const { serve } = require('./helper.js')
+const { serve, within } = require('./helper.js')
 
 const env = serve()
 const MIB = 1024 * 1024
@@ -69,6 +69,21 @@ const PREFIXES = [
   [{}, TypeError],
 ]
 const SIGNALS = [[null, TypeError], [{}, TypeError], [5, TypeError], ['abort', TypeError]]
+// A number of permits: a whole number from 1 to 1000000 (to the size, for an acquisition).
+const PERMITS = [
+  [0, RangeError],
+  [-1, RangeError],
+  [1.5, RangeError],
+  [1e7, RangeError],
+  [1_000_001, RangeError],
+  ...NON_FINITE,
+  [2 ** 64, RangeError],
+  ['3', TypeError],
+  [null, TypeError],
+  [3n, TypeError],
+  [{}, TypeError],
+]
+const NOT_FUNCTIONS = [[undefined, TypeError], [5, TypeError], ['fn', TypeError]]
 
 function show(value) {
   if (typeof value === 'symbol' || typeof value === 'bigint') return `${String(value)}${typeof value === 'bigint' ? 'n' : ''}`
@@ -100,7 +115,7 @@ function* matrix() {
   for (const [options, expected] of NOT_OBJECTS) {
     yield [`client.lock('x', ${show(options)})`, (c) => c.lock('x', options), expected, true]
   }
-  for (const [fn, expected] of [[undefined, TypeError], [5, TypeError], ['fn', TypeError]]) {
+  for (const [fn, expected] of NOT_FUNCTIONS) {
     yield [`client.using('x', {}, ${show(fn)})`, (c) => c.using('x', {}, fn), expected]
   }
   for (const [signal, expected] of SIGNALS) {
@@ -112,6 +127,31 @@ function* matrix() {
   }
   for (const [ttlMs, expected] of LEASES) {
     yield [`lock.extend(${show(ttlMs)})`, (c) => c.lock('x').extend(ttlMs), expected]
+  }
+  for (const [fn, expected] of NOT_FUNCTIONS) {
+    yield [`lock.using({}, ${show(fn)})`, (c) => c.lock('x').using({}, fn), expected]
+  }
+  for (const [name, expected] of NAMES) {
+    yield [`client.rwLock(${show(name)})`, (c) => c.rwLock(name), expected, true]
+    yield [`client.semaphore(${show(name)}, { permits: 3 })`, (c) => c.semaphore(name, { permits: 3 }), expected, true]
+  }
+  for (const [ttlMs, expected] of LEASES.filter(([v]) => v !== null)) {
+    yield [`client.rwLock('x', { ttlMs: ${show(ttlMs)} })`, (c) => c.rwLock('x', { ttlMs }), expected, true, 'ttlMs']
+    const semaphore = (c) => c.semaphore('x', { permits: 3, ttlMs })
+    yield [`client.semaphore('x', { permits: 3, ttlMs: ${show(ttlMs)} })`, semaphore, expected, true, 'ttlMs']
+  }
+  for (const [permits, expected] of [...PERMITS, [undefined, TypeError]]) {
+    yield [`client.semaphore('x', { permits: ${show(permits)} })`, (c) => c.semaphore('x', { permits }), expected, true, 'permits']
+  }
+  for (const [permits, expected] of [...PERMITS, [4, RangeError]]) {
+    const sem = (c) => c.semaphore('x', { permits: 3 })
+    yield [`semaphore.acquire({ permits: ${show(permits)} })`, (c) => sem(c).acquire({ permits }), expected, false, 'permits']
+    yield [`semaphore.tryAcquire({ permits: ${show(permits)} })`, (c) => sem(c).tryAcquire({ permits }), expected, false, 'permits']
+    yield [`semaphore.using({ permits: ${show(permits)} }, fn)`, (c) => sem(c).using({ permits }, () => 1), expected, false, 'permits']
+  }
+  for (const [options, expected] of NOT_OBJECTS) {
+    yield [`client.rwLock('x', ${show(options)})`, (c) => c.rwLock('x', options), expected, true]
+    yield [`client.semaphore('x', ${show(options)})`, (c) => c.semaphore('x', options), expected, true]
   }
   for (const [url, expected] of URLS) {
     yield [`Client.connect(${show(url)})`, () => Client.connect(url), expected]
@@ -133,6 +173,15 @@ function* matrix() {
   for (const key of ['timeoutMs', 'timeout']) {
     yield [`lock.acquire({ ${key} })`, (c) => c.lock('x').acquire({ [key]: 1 }), TypeError, false, key]
   }
+  // A mutex's acquisition takes no permits; a semaphore's is told `permits`, never `n` or `count`.
+  yield [`lock.acquire({ permits })`, (c) => c.lock('x').acquire({ permits: 1 }), TypeError, false, 'permits']
+  for (const key of ['n', 'count', 'timeoutMs']) {
+    yield [`semaphore.acquire({ ${key} })`, (c) => c.semaphore('x', { permits: 3 }).acquire({ [key]: 1 }), TypeError, false, key]
+  }
+  for (const key of ['size', 'limit', 'signal']) {
+    yield [`client.semaphore('x', { permits: 3, ${key} })`, (c) => c.semaphore('x', { permits: 3, [key]: 1 }), TypeError, true, key]
+  }
+  yield [`client.rwLock('x', { permits })`, (c) => c.rwLock('x', { permits: 3 }), TypeError, true, 'permits']
   for (const key of ['clustr', 'ttlMs', 'password']) {
     yield [`Client.connect(url, { ${key} })`, () => Client.connect(env.redis.url, { [key]: 1 }), TypeError, false, key]
   }
@@ -168,14 +217,6 @@ function commandCounter(port) {
   }
 }
 
-function withDeadline(promise, ms, what) {
-  let timer
-  const deadline = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms)
-  })
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
-}
-
 test('every bad argument of every entry point is a typed ERR_INVALID_ARG at once, and nothing reaches Redis', async (t) => {
   const counter = commandCounter(env.redis.port)
   await env.client.lock('warm').isLocked() // connected: a stray command would show
@@ -189,7 +230,7 @@ test('every bad argument of every entry point is a typed ERR_INVALID_ARG at once
         let threw = false
         try {
           const result = call(env.client)
-          err = await withDeadline(
+          err = await within(
             Promise.resolve(result).then(() => assert.fail('accepted'), (e) => e),
             5000,
             label,

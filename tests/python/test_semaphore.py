@@ -114,7 +114,7 @@ def test_a_bad_count_is_refused_before_any_io(bad: Any, expected: type) -> None:
         client.semaphore("x", 3).lock(bad)
     with pytest.raises(expected):
         asyncio.run(aclient.semaphore("x", 3).acquire(n=bad))
-    with pytest.raises(ValueError, match=r"^n asks for 4 permits of a semaphore that has 3"):
+    with pytest.raises(ValueError, match=r"^n must be at most the semaphore's 3 permits, got 4"):
         client.semaphore("x", 3).lock(4)
 
 

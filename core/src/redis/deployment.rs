@@ -210,7 +210,7 @@ impl Deployment {
                     let (_, asked) = req.kind.asked();
                     Err(Error::invalid_option(
                         Opt::Permits,
-                        format!("is {asked}, but the semaphore holders of this name use has {stored}: every user of one semaphore must give it the same size"),
+                        format!("is {asked}, but this semaphore's holders use {stored}: every user of one semaphore gives the same number"),
                     ))
                 }
                 AcquireReply::PermitsDiffer { held } => {

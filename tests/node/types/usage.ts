@@ -9,6 +9,9 @@ import {
   LockLostError,
   LockNotOwnedError,
   LockTimeoutError,
+  LockUpgradeError,
+  RwLock,
+  Semaphore,
   type LockOptions,
 } from 'redis-rlock'
 
@@ -54,6 +57,22 @@ export async function usage(): Promise<number> {
     return held.fencingToken ?? 0
   })
   const short: string = await client.using('product:1001', () => 'sync value')
+  const byHandle: number = await lock.using({ signal: controller.signal }, async (s: AbortSignal, held: Lock) => 1)
+
+  const rw: RwLock = client.rwLock('config', { ttlMs: 5_000, fair: true })
+  const readSide: Lock = rw.read
+  await rw.write.acquire()
+  const read: string = await rw.read.using(async (s: AbortSignal, held: Lock) => held.name)
+  await rw.write.release()
+  const sem: Semaphore = client.semaphore('pool', { permits: 4, ttlMs: 5_000 })
+  const size: number = sem.size
+  await sem.acquire({ permits: 2, signal: controller.signal })
+  const tried: boolean = await sem.tryAcquire({ permits: 2 })
+  const free: number = await sem.available()
+  const held: number = await sem.held()
+  const asLock: Lock = sem
+  const inSemaphore: number = await sem.using({ permits: 3 }, async (s, taken: Semaphore) => taken.size)
+  void [byHandle, readSide, read, size, tried, free, held, asLock, inSemaphore]
 
   try {
     await lock.release()
@@ -63,6 +82,9 @@ export async function usage(): Promise<number> {
       void reason
     } else if (err instanceof LockTimeoutError || err instanceof LockLostError) {
       const code: 'ERR_LOCK_TIMEOUT' | 'ERR_LOCK_LOST' = err.code
+      void code
+    } else if (err instanceof LockUpgradeError) {
+      const code: 'ERR_LOCK_UPGRADE' = err.code
       void code
     } else if (err instanceof LockError) {
       const code: string = err.code
@@ -96,6 +118,14 @@ export async function usage(): Promise<number> {
   lock.fencingToken = 3
   // @ts-expect-error Client.connect() is the way to make a client
   new Client()
+  // @ts-expect-error a semaphore has its number of permits
+  client.semaphore('pool', { ttlMs: 1000 })
+  // @ts-expect-error permits is a number
+  client.semaphore('pool', { permits: '3' })
+  // @ts-expect-error a mutex's acquisition takes no permits
+  await lock.acquire({ permits: 2 })
+  // @ts-expect-error the sides of a read-write lock are read-only
+  rw.read = rw.write
 
   void [token, lost, signal, name, locked, owned, got, short, released]
   await client.close()
