@@ -211,7 +211,10 @@ async fn the_writer_reads_at_once_while_other_writers_wait_fair_or_not() {
             tokio::spawn(async move { other.write().acquire(Wait::Forever).await.unwrap() })
         };
         until(|| async { rw.state().await.unwrap().waiting == 1 }).await;
-        assert!(rw.read().try_acquire().await.unwrap().is_some(), "fair: {fair}");
+        assert!(
+            rw.read().try_acquire().await.unwrap().is_some(),
+            "fair: {fair}"
+        );
         rw.write().release().await.unwrap();
         rw.read().release().await.unwrap();
         finished(waiting, Duration::from_secs(10)).await;
