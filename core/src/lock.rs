@@ -298,8 +298,14 @@ impl Lock {
         }
     }
 
-    /// The mutex's state in Redis (one round trip).
+    /// The mutex's state in Redis (one round trip); a read-write lock's or
+    /// semaphore's is [`shared_state`](Self::shared_state).
     pub async fn state(&self) -> Result<LockState> {
+        if self.kind != Kind::Mutex {
+            return Err(Error::invalid(
+                "state() reads a mutex; a read-write lock's or semaphore's state is shared_state()",
+            ));
+        }
         self.context().deployment.inspect(&self.keys).await
     }
 
