@@ -4,16 +4,23 @@
 //! Connects to `$REDIS_URL`, then answers one line per command read on stdin:
 //!
 //! ```text
-//! acquire NAME TTL_MS WAIT_MS     -> ok FENCE | busy      (WAIT_MS 0: one attempt)
-//! release NAME                    -> ok | err MESSAGE
-//! count NAME KEY N PARALLEL       -> ok SEEN:FENCE ...
+//! acquire LOCK NAME TTL_MS WAIT_MS  -> ok FENCE | busy | upgrade | invalid MESSAGE
+//! release LOCK NAME                 -> ok | err MESSAGE
+//! count NAME KEY N PARALLEL         -> ok SEEN:FENCE ...
 //! ```
 //!
-//! `acquire` and `release` act through one handle per name, so acquiring a
-//! name twice nests. `count` runs PARALLEL tasks, each its own handle (its own
-//! owner), each N times taking the lock and incrementing the integer at KEY
-//! with a GET then a SET; it answers the value each holding read with the
-//! fencing token it held.
+//! LOCK is which lock of NAME: `mutex`, `read` or `write` (the sides of its
+//! read-write lock), or `semaphore:N` (one permit of its semaphore of N
+//! permits). WAIT_MS 0 is one attempt. `upgrade`: a write asked while holding
+//! only the read; `invalid`: the arguments were refused (a semaphore's size
+//! unlike its holders'), MESSAGE saying why.
+//!
+//! `acquire` and `release` act through one handle per lock and name (both
+//! sides of a read-write lock through one), so acquiring a lock twice nests.
+//! `count` runs PARALLEL tasks, each its own handle (its own owner), each N
+//! times taking the mutex and incrementing the integer at KEY with a GET then
+//! a SET; it answers the value each holding read with the fencing token it
+//! held.
 //!
 //! ```sh
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run -p rlock-core --example interop_worker
@@ -42,16 +49,8 @@ fn main() -> Result<(), Failure> {
         let words: Vec<&str> = line.split_whitespace().collect();
         let reply = runtime.block_on(async {
             match words.as_slice() {
-                ["acquire", name, ttl_ms, wait_ms] => {
-                    let lock = match locks.get(*name) {
-                        Some(lock) => lock.clone(),
-                        None => {
-                            let ttl = Duration::from_millis(ttl_ms.parse()?);
-                            let lock = client.lock_with(name, LockOptions::default().ttl(ttl))?;
-                            locks.insert(name.to_string(), lock.clone());
-                            lock
-                        }
-                    };
+                ["acquire", which, name, ttl_ms, wait_ms] => {
+                    let lock = handle(&client, &mut locks, which, name, ttl_ms)?;
                     let wait = match wait_ms.parse()? {
                         0 => Wait::Once,
                         ms => Wait::For(Duration::from_millis(ms)),
@@ -59,10 +58,12 @@ fn main() -> Result<(), Failure> {
                     Ok::<_, Failure>(match lock.acquire(wait).await {
                         Ok(held) => format!("ok {}", held.fencing_token),
                         Err(Error::Timeout { .. }) => "busy".to_owned(),
+                        Err(Error::Upgrade { .. }) => "upgrade".to_owned(),
+                        Err(e @ Error::InvalidArgument(_)) => format!("invalid {e}"),
                         Err(e) => format!("err {e}"),
                     })
                 }
-                ["release", name] => Ok(match locks.get(*name) {
+                ["release", which, name] => Ok(match locks.get(&format!("{which} {name}")) {
                     None => "err never acquired here".to_owned(),
                     Some(lock) => match lock.release().await {
                         Ok(_) => "ok".to_owned(),
@@ -111,4 +112,36 @@ fn main() -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// This worker's lock of `which` on `name`, made on first use.
+fn handle(
+    client: &Client,
+    locks: &mut HashMap<String, Lock>,
+    which: &str,
+    name: &str,
+    ttl_ms: &str,
+) -> Result<Lock, Failure> {
+    let key = format!("{which} {name}");
+    if !locks.contains_key(&key) {
+        let options = LockOptions::default().ttl(Duration::from_millis(ttl_ms.parse()?));
+        match which {
+            "mutex" => {
+                locks.insert(key.clone(), client.lock_with(name, options)?);
+            }
+            "read" | "write" => {
+                let rw = client.rw_lock(name, options)?;
+                locks.insert(format!("read {name}"), rw.read().clone());
+                locks.insert(format!("write {name}"), rw.write().clone());
+            }
+            _ => {
+                let permits = which
+                    .strip_prefix("semaphore:")
+                    .ok_or_else(|| format!("unknown lock {which:?}"))?;
+                let semaphore = client.semaphore(name, permits.parse()?, options)?;
+                locks.insert(key.clone(), semaphore.lock().clone());
+            }
+        }
+    }
+    Ok(locks[&key].clone())
 }

@@ -236,3 +236,19 @@ where
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_left_without_their_holdings_keep_everyone_out_until_they_end() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let writer = client.rw_lock("evicted", options()).unwrap();
+    writer.write().acquire(Wait::Once).await.unwrap();
+    // The holdings' hash is gone (evicted, deleted), its leases are not.
+    let _: () = redis::cmd("DEL")
+        .arg("rlock:{evicted}:rwlock")
+        .query(&mut redis.conn())
+        .unwrap();
+    let reader = client.rw_lock("evicted", options()).unwrap();
+    assert!(reader.read().try_acquire().await.unwrap().is_none());
+    assert!(reader.write().try_acquire().await.unwrap().is_none());
+}

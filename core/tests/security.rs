@@ -138,6 +138,16 @@ const LOCKER_RULES: &[&str] = &[
     "+hdel",
     "+lrem",
     "+pubsub|numsub",
+    // The read-write lock's and semaphore's scripts (`lua/shared/`).
+    "+time",
+    "+zadd",
+    "+zrange",
+    "+zrangebyscore",
+    "+zrem",
+    "+zscore",
+    "+zcard",
+    "+lrange",
+    "+hexists",
 ];
 
 const LOCKER_PASSWORD: &str = "locker-Pa55word";
@@ -322,6 +332,75 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
         return Err(format!("renewals: {renewals}, lost: {:?}", renewed.lost()));
     }
     renewed.release().await.map_err(e("release renewed"))?;
+    shared_features(&holder, &other).await
+}
+
+/// The read-write lock and the semaphore: a writer waits for a reader, a
+/// reader behind a waiting writer gives up, the release hands the write
+/// over; a semaphore holding is renewed and its state read.
+async fn shared_features(holder: &Client, other: &Client) -> Result<(), String> {
+    let e = |what: &'static str| move |err: Error| format!("{what}: {err}");
+    let options = LockOptions::default().ttl(Duration::from_secs(20));
+    let reading = holder.rw_lock("acl-rw", options.clone()).unwrap();
+    reading
+        .read()
+        .acquire(Wait::Once)
+        .await
+        .map_err(e("read"))?;
+    let writer = other.rw_lock("acl-rw", options.clone()).unwrap();
+    let writing = tokio::spawn({
+        let writer = writer.clone();
+        async move {
+            writer
+                .write()
+                .acquire(Wait::For(Duration::from_secs(15)))
+                .await
+        }
+    });
+    let mut waiting = 0;
+    for _ in 0..500 {
+        waiting = reading.state().await.map_err(e("rw state"))?.waiting;
+        if waiting == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if waiting != 1 {
+        return Err(format!("the writer never queued ({waiting})"));
+    }
+    let late = holder.rw_lock("acl-rw", options.clone()).unwrap();
+    match late
+        .read()
+        .acquire(Wait::For(Duration::from_millis(200)))
+        .await
+    {
+        Err(Error::Timeout { .. }) => {}
+        other => return Err(format!("a reader behind a waiting writer: {other:?}")),
+    }
+    reading.read().release().await.map_err(e("read release"))?;
+    tokio::time::timeout(Duration::from_secs(5), writing)
+        .await
+        .map_err(|_| "the writer was not handed the lock".to_string())?
+        .unwrap()
+        .map_err(e("write"))?;
+    writer.write().release().await.map_err(e("write release"))?;
+
+    let sem = holder
+        .semaphore(
+            "acl-sem",
+            2,
+            LockOptions::default().ttl(Duration::from_millis(600)),
+        )
+        .unwrap();
+    sem.acquire(1, Wait::Once).await.map_err(e("permit"))?;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    if sem.lock().lost().is_some() || sem.held().await.map_err(e("held"))? != 1 {
+        return Err(format!(
+            "the permit was not renewed: {:?}",
+            sem.lock().lost()
+        ));
+    }
+    sem.release().await.map_err(e("permit release"))?;
     Ok(())
 }
 

@@ -217,3 +217,94 @@ where
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_id_ending_like_a_readers_still_counts_its_permits() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let sem = client.semaphore("ids", 1, LockOptions::default()).unwrap();
+    sem.acquire(1, Wait::Once).await.unwrap();
+    for unit in ["job/r", "job/w", "x"] {
+        let other = sem.with_owner(unit);
+        assert!(
+            other
+                .permits(1)
+                .unwrap()
+                .try_acquire()
+                .await
+                .unwrap()
+                .is_none(),
+            "{unit}"
+        );
+    }
+    assert_eq!(sem.held().await.unwrap(), 1);
+    sem.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_never_served_under_another_users_size() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let gone = Client::connect(&redis.url()).await.unwrap();
+    let short = options(Duration::from_millis(300)).auto_renew(false);
+    let crashed = gone.semaphore("sized", 2, short).unwrap();
+    crashed.acquire(2, Wait::Once).await.unwrap();
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let sem = client
+                .semaphore("sized", 2, options(Duration::from_secs(30)))
+                .unwrap();
+            tokio::spawn(async move {
+                sem.acquire(1, Wait::For(Duration::from_secs(10)))
+                    .await
+                    .unwrap();
+                sem
+            })
+        })
+        .collect();
+    let probe = client
+        .semaphore("sized", 2, LockOptions::default())
+        .unwrap();
+    until(|| async { probe.state().await.unwrap().waiting == 2 }).await;
+    // Once the crashed holder's lease ended, a user of another size arrives.
+    until(|| async { probe.state().await.unwrap().holders.len() != 1 }).await;
+    let other = client
+        .semaphore("sized", 10, LockOptions::default())
+        .unwrap();
+    let refused = other.acquire(1, Wait::Once).await;
+    let mut held = Vec::new();
+    for w in waiters {
+        held.push(finished(w, Duration::from_secs(10)).await);
+    }
+    let state = probe.state().await.unwrap();
+    assert_eq!(state.size, Some(2), "{state:?}");
+    assert_eq!(state.used(), 2, "{state:?}");
+    assert!(
+        matches!(&refused, Err(Error::InvalidArgument(i)) if i.option == Some(Opt::Permits)),
+        "{refused:?}"
+    );
+    for sem in held {
+        sem.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_key_of_another_type_leaves_the_semaphore_working_and_untouched() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let mut conn = redis.conn();
+    let _: () = conn
+        .set("rlock:{odd}:semaphore:leases", "not a hash")
+        .unwrap();
+    let sem = client.semaphore("odd", 1, LockOptions::default()).unwrap();
+    sem.acquire(1, Wait::Once).await.unwrap();
+    let other = client.semaphore("odd", 1, LockOptions::default()).unwrap();
+    let busy = other
+        .acquire(1, Wait::For(Duration::from_millis(100)))
+        .await;
+    assert!(matches!(busy, Err(Error::Timeout { .. })), "{busy:?}");
+    assert_eq!(sem.release().await.unwrap(), 0);
+    assert_eq!(sem.available().await.unwrap(), 1);
+    let value: String = conn.get("rlock:{odd}:semaphore:leases").unwrap();
+    assert_eq!(value, "not a hash");
+}

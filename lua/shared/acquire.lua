@@ -38,16 +38,29 @@ probe = redis.pcall('ZSCORE', k.untils, owner)
 if type(probe) == 'table' and probe['err'] then
   return {0, 20, 0, 2, 0}
 end
-local waiting = redis.pcall('LLEN', k.queue)
+-- The holdings' leases without the holdings (evicted, deleted from outside):
+-- who holds is unknown, so nobody is let in until those leases end.
+if redis.call('EXISTS', k.holders) == 0 and redis.call('EXISTS', k.untils) == 1 then
+  local left = redis.call('PTTL', k.untils)
+  if left < 1 then
+    left = 20
+  end
+  return {0, left, 0, 0, 0}
+end
+local waiting = 0
 local bad = 0
-if type(waiting) ~= 'number' then
-  waiting, bad = 0, 4
+if line_usable(k) then
+  waiting = redis.call('LLEN', k.queue)
+elseif redis.call('TYPE', k.leases)['ok'] == 'hash' or redis.call('TYPE', k.leases)['ok'] == 'none' then
+  bad = 4
+else
+  bad = 5
 end
 local now = now_ms()
 reap(k.holders, k.untils, now)
 if waiting > 0 then
   -- What leases that ended freed goes to the line before any newcomer.
-  serve_line(k, prefix, numsub, publish, now, size)
+  serve_line(k, prefix, numsub, publish, now)
   waiting = redis.call('LLEN', k.queue)
 end
 local count, fence, held = holding_of(k.holders, owner)
@@ -92,12 +105,12 @@ if passes and fits(k.holders, k.untils, owner, permits, size) then
   return {1, fence, 1}
 end
 if ARGV[4] == '1' and bad == 0 then
-  local new = redis.pcall('HSETNX', k.leases, owner, string.format('%d %d', lease, permits))
-  if new == 1 then
+  -- A place kept from an earlier wait of this owner (its leaving failed)
+  -- takes this wait's lease and permits.
+  local asked = string.format('%d %d %d', lease, permits, size)
+  if redis.call('HSET', k.leases, owner, asked) == 1 then
     redis.call('RPUSH', k.queue, owner)
     waiting = waiting + 1
-  elseif type(new) ~= 'number' then
-    bad = 5
   end
 end
 local retry = 20

@@ -21,7 +21,7 @@ end
 local now = now_ms()
 reap(k.holders, k.untils, now)
 if redis.call('TYPE', k.queue)['ok'] == 'list' then
-  serve_line(k, ARGV[3], ARGV[4], ARGV[2], now, 0)
+  serve_line(k, ARGV[3], ARGV[4], ARGV[2], now)
 end
 keep_alive(k.holders, k.untils, now)
 local _, fence = holding_of(k.holders, owner)

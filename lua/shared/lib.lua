@@ -12,26 +12,36 @@
 --                ended is reaped by the next script that runs; B and
 --                B:until expire with the longest lease.
 -- B:queue, B:leases  the waiting line as for the mutex (queue.lua), but a
---                waiter's entry in B:leases is "lease permits".
+--                waiter's entry in B:leases is "lease permits size" (size:
+--                the semaphore's size as that waiter knows it, 0 for a
+--                read-write lock's waiter).
 -- Owner ids of a read-write lock end in '/r' (a read holding) or '/w' (the
 -- write holding); the rest of the id is the owner, so that one owner's read
 -- and write holdings are told apart and known to be one owner's.
--- (B stands for P:{NAME}:rwlock or P:{NAME}:semaphore.)
+-- (B, KEYS[1] of every script here, stands for P:{NAME}:rwlock or
+-- P:{NAME}:semaphore: which of the two, its name says.)
+
+-- Effects replication, for the writes after TIME (the default from Redis 5 on).
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
+local SEMAPHORE = string.sub(KEYS[1], -10) == ':semaphore'
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- 'r' a reader, 'w' a writer, 's' a semaphore holder.
+-- 's' a semaphore holder; of a read-write lock 'r' a reader, and 'w' a
+-- writer (an id that ends in neither counts as a writer: nobody beside it).
 local function side_of(owner)
-  local tail = string.sub(owner, -2)
-  if tail == '/r' then
+  if SEMAPHORE then
+    return 's'
+  elseif string.sub(owner, -2) == '/r' then
     return 'r'
-  elseif tail == '/w' then
-    return 'w'
   end
-  return 's'
+  return 'w'
 end
 
 -- The owner id of the other side of a read-write lock's owner.
@@ -91,9 +101,9 @@ local function keep_alive(holders, untils, now)
   redis.call('PEXPIRE', untils, ms)
 end
 
--- The semaphore's size: the one stored while anyone holds it, else `asked`.
-local function size_of(holders, asked)
-  return tonumber(redis.call('HGET', holders, '~permits')) or asked
+-- The semaphore's size stored while anyone holds it, or nil.
+local function stored_size(holders)
+  return tonumber(redis.call('HGET', holders, '~permits'))
 end
 
 -- Whether `owner` may hold now, asking `permits`, beside those who do:
@@ -130,37 +140,49 @@ local function enter(holders, untils, owner, fence, permits, lease, now, size)
   end
 end
 
--- What a waiter in line asked for: its lease and permits, or nil when the
--- entry is not valid (written by something else).
+-- What a waiter in line asked for: its lease, permits and the size it knows,
+-- or nil when the entry is not valid (written by something else).
 local function asked_by(leases, owner)
-  local value = redis.pcall('HGET', leases, owner)
+  local value = redis.call('HGET', leases, owner)
   if type(value) ~= 'string' then
     return nil
   end
-  local lease, permits = string.match(value, '^(%d+) (%d+)$')
-  lease, permits = tonumber(lease), tonumber(permits)
-  if valid_lease(lease) and permits then
-    return lease, permits
+  local lease, permits, size = string.match(value, '^(%d+) (%d+) (%d+)$')
+  lease, permits, size = tonumber(lease), tonumber(permits), tonumber(size)
+  if valid_lease(lease) and permits and size then
+    return lease, permits, size
   end
   return nil
+end
+
+-- Whether the line's keys hold what this protocol writes (or nothing): a key
+-- of another type makes the line count as empty, and nothing is written to it.
+local function line_usable(k)
+  local queue = redis.call('TYPE', k.queue)['ok']
+  local leases = redis.call('TYPE', k.leases)['ok']
+  return (queue == 'list' or queue == 'none') and (leases == 'hash' or leases == 'none')
 end
 
 -- Hands what is free to the waiters at the head of the line, in order, each
 -- told on its client's waiter channel: as many semaphore waiters as the free
 -- permits serve, every reader up to the first writer, or one writer. Stops
 -- at the first live waiter that does not fit, so a large request is never
--- passed over by smaller ones behind it. Dead entries are dropped on the way.
--- How many it served.
-local function serve_line(k, prefix, numsub, publish, now, asked_size)
+-- passed over by smaller ones behind it. Dead entries are dropped on the way,
+-- and so are a semaphore's waiters that know another size than the stored
+-- one (their next attempt tells them so). How many it served.
+local function serve_line(k, prefix, numsub, publish, now)
   local served = 0
-  local size = size_of(k.holders, asked_size)
+  if not line_usable(k) then
+    return 0
+  end
   while true do
-    local owner = redis.pcall('LINDEX', k.queue, 0)
-    if type(owner) ~= 'string' then
+    local owner = redis.call('LINDEX', k.queue, 0)
+    if not owner then
       break
     end
-    local lease, permits = asked_by(k.leases, owner)
-    local live = lease and waiter_alive(prefix, numsub, owner)
+    local lease, permits, known = asked_by(k.leases, owner)
+    local size = stored_size(k.holders) or known
+    local live = lease and size == known and waiter_alive(prefix, numsub, owner)
       and not holding_of(k.holders, owner)
     if live then
       if not fits(k.holders, k.untils, owner, permits, size) then

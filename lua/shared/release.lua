@@ -50,6 +50,6 @@ if count > 1 then
   return count - 1
 end
 drop(k.holders, k.untils, owner, permits)
-serve_line(k, ARGV[4], ARGV[5], ARGV[3], now, 0)
+serve_line(k, ARGV[4], ARGV[5], ARGV[3], now)
 keep_alive(k.holders, k.untils, now)
 return 0
