@@ -202,3 +202,45 @@ async fn fair_waiters_are_handed_the_lock_in_order_through_sharded_messages() {
         vec![0, 1, 2]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_and_semaphores_hand_over_through_sharded_messages() {
+    let cluster = RedisCluster::start(3, 0);
+    let holding = client(&cluster).await;
+    let waiting = client(&cluster).await;
+    let options = LockOptions::default().ttl(Duration::from_secs(30));
+    let mut masters = std::collections::HashSet::new();
+    for i in 0..6 {
+        let name = format!("shared:{i}");
+        masters.insert(cluster.master_of(&format!("rlock:{{{name}}}")));
+        let writer = holding.rw_lock(&name, options.clone()).unwrap();
+        writer.write().acquire(Wait::Once).await.unwrap();
+        let reader = waiting.rw_lock(&name, options.clone()).unwrap();
+        let read = tokio::spawn(async move {
+            reader
+                .read()
+                .acquire(Wait::For(Duration::from_secs(20)))
+                .await
+        });
+        let sem = holding.semaphore(&name, 1, options.clone()).unwrap();
+        sem.acquire(1, Wait::Once).await.unwrap();
+        let other = waiting.semaphore(&name, 1, options.clone()).unwrap();
+        let permit =
+            tokio::spawn(async move { other.acquire(1, Wait::For(Duration::from_secs(20))).await });
+        assert!(
+            eventually(Duration::from_secs(5), || {
+                futures_block(async {
+                    writer.state().await.unwrap().waiting == 1
+                        && sem.state().await.unwrap().waiting == 1
+                })
+            })
+            .await
+        );
+        writer.write().release().await.unwrap();
+        sem.release().await.unwrap();
+        // Both leases had ~30 s left: only the handoffs explain this.
+        assert!(finished(read, Duration::from_secs(5)).await.is_ok());
+        assert!(finished(permit, Duration::from_secs(5)).await.is_ok());
+    }
+    assert!(masters.len() >= 2, "the names covered several masters");
+}

@@ -83,3 +83,40 @@ async fn sync_replicas_acquires_only_what_a_replica_acknowledged() {
     assert_eq!(lonely.count(), 0);
     assert!(held.fencing_token >= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_replicas_holds_read_write_locks_and_permits_only_when_a_replica_has_them() {
+    let mut group = SentinelGroup::start();
+    let client = Client::connect(&group.url()).await.unwrap();
+    let synced = LockOptions::default().sync_replicas(Some(1));
+    let rw = client.rw_lock("replicated-rw", synced.clone()).unwrap();
+    rw.write().acquire(Wait::Once).await.unwrap();
+    rw.read().acquire(Wait::Once).await.unwrap();
+    let sem = client
+        .semaphore("replicated-sem", 2, synced.clone())
+        .unwrap();
+    sem.acquire(1, Wait::Once).await.unwrap();
+    wait_until(Duration::from_secs(5), "the replica has them", || {
+        let mut replica = group.replica.conn();
+        replica
+            .exists::<_, bool>("rlock:{replicated-rw}:rwlock")
+            .unwrap()
+            && replica
+                .exists::<_, bool>("rlock:{replicated-sem}:semaphore")
+                .unwrap()
+    });
+    rw.read().release().await.unwrap();
+    rw.write().release().await.unwrap();
+    sem.release().await.unwrap();
+
+    group.replica.stop();
+    let lonely = client.semaphore("unreplicated", 2, synced).unwrap();
+    let err = lonely.acquire(1, Wait::Once).await.unwrap_err();
+    assert_eq!(err.category(), "timeout", "{err}");
+    assert!(err.to_string().contains("replicas"), "{err}");
+    assert_eq!(
+        lonely.held().await.unwrap(),
+        0,
+        "the undone permit is given back"
+    );
+}
