@@ -191,6 +191,15 @@ async fn bad_permits_are_typed_errors_and_write_nothing() {
     let e = other.acquire(1, Wait::Once).await.unwrap_err();
     let text = e.to_string();
     assert!(text.contains('5') && text.contains('3'), "{text}");
+    // So does a re-entry of the holder itself.
+    let unit = sem.lock().owner().rsplit(':').next().unwrap();
+    let same_owner = other.with_owner(unit);
+    assert_eq!(same_owner.lock().owner(), sem.lock().owner());
+    let e = same_owner.acquire(1, Wait::Once).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(i) if i.option == Some(Opt::Permits)),
+        "{e}"
+    );
     // A re-entry asks the same number of permits.
     let e = sem.acquire(2, Wait::Once).await.unwrap_err();
     assert!(

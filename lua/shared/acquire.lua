@@ -63,6 +63,13 @@ if waiting > 0 then
   serve_line(k, prefix, numsub, publish, now)
   waiting = redis.call('LLEN', k.queue)
 end
+-- Another size than the holders' is refused, to a holder re-entering too.
+if size > 0 then
+  local stored = stored_size(k.holders)
+  if stored and stored ~= size then
+    return {2, stored}
+  end
+end
 local count, fence, held = holding_of(k.holders, owner)
 if count then
   -- A re-entry, or a share the line handed this owner (then its message
@@ -78,12 +85,6 @@ if count then
   set_until(k.untils, owner, now, lease)
   keep_alive(k.holders, k.untils, now)
   return {1, fence, count}
-end
-if size > 0 then
-  local stored = tonumber(redis.call('HGET', k.holders, '~permits'))
-  if stored and stored ~= size then
-    return {2, stored}
-  end
 end
 local side = side_of(owner)
 -- The writer reading: nobody waiting may come between it and itself.

@@ -5,6 +5,9 @@
 - the CLI: one `rlock exec` process per holding, its command printing the
   fencing token and then waiting for a line on stdin before it ends.
 
+Each acquisition names which lock of a name it takes: the mutex, a side of
+the read-write lock, or a permit of the semaphore.
+
 `make test-interop` builds the `rlock` binary and the Rust worker first.
 """
 
@@ -15,7 +18,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from rlock_test_support.keys import lock_key
 from rlock_test_support.processes import Child, Lines
@@ -32,6 +35,15 @@ LONG_LIVED = ["python", "node", "rust"]
 # Every reply has a deadline; a contender that hangs fails the test.
 REPLY_WITHIN = 20.0
 
+# Which lock of a name an acquisition takes (the workers' LOCK word): a
+# mutex, a read-write lock and a semaphore of one name are three locks.
+MUTEX, READ, WRITE = "mutex", "read", "write"
+
+
+def permit_of(permits: int) -> str:
+    """One permit of the name's semaphore of `permits` permits."""
+    return f"semaphore:{permits}"
+
 
 class Worker(Child):
     """A Python, Node or Rust worker process (see worker.py for the protocol)."""
@@ -45,20 +57,25 @@ class Worker(Child):
         assert not line.startswith("err"), f"{self.kind}: {line}"
         return line
 
-    def start_acquire(self, name: str, ttl_ms: int = 30_000, wait_ms: int = 10_000) -> None:
-        self.send(f"acquire {name} {ttl_ms} {wait_ms}")
+    def start_acquire(self, name: str, lock: str = MUTEX, ttl_ms: int = 30_000,
+                      wait_ms: int = 10_000) -> None:
+        self.send(f"acquire {lock} {name} {ttl_ms} {wait_ms}")
+
+    def answer(self, within: float = REPLY_WITHIN) -> str:
+        """The answer to the acquisition started last: `ok FENCE`, `busy`,
+        `upgrade` or `invalid MESSAGE`."""
+        return self.reply(within)
 
     def acquired(self, within: float = REPLY_WITHIN) -> Optional[int]:
         """The fencing token of the acquisition started last; None when busy."""
-        reply = self.reply(within)
-        return None if reply == "busy" else int(reply.split()[1])
+        return fence_of(self.answer(within), self.kind)
 
     def waiting(self) -> bool:
         """Whether the acquisition started last is still unanswered."""
         return not self.lines.pending()
 
-    def release(self, name: str) -> None:
-        self.send(f"release {name}")
+    def release(self, name: str, lock: str = MUTEX) -> None:
+        self.send(f"release {lock} {name}")
         assert self.reply() == "ok"
 
     def count(self, name: str, key: str, n: int, parallel: int) -> None:
@@ -83,43 +100,69 @@ class Cli:
 
     kind = "cli"
     HOLD = 'echo "ok $RLOCK_FENCING_TOKEN"; read -r _'
+    # How `rlock exec` exits without running its command: the lock stayed
+    # busy (EX_TEMPFAIL), or an argument was refused (EX_USAGE).
+    BUSY, INVALID = 75, 64
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.holding: Dict[str, "subprocess.Popen[str]"] = {}
-        self.last: Optional[Tuple[str, Lines]] = None
+        # One process per holding (or wait), by (lock, name).
+        self.holding: Dict[Tuple[str, str], "subprocess.Popen[str]"] = {}
+        self.last: Optional[Tuple[Tuple[str, str], Lines]] = None
         self.loops: List[Tuple["subprocess.Popen[str]", Lines]] = []
 
     def exec_argv(self, *args: str) -> List[str]:
         return [RLOCK, "exec", "--url", self.url, *args]
 
-    def start_acquire(self, name: str, ttl_ms: int = 30_000, wait_ms: int = 10_000) -> None:
+    @staticmethod
+    def lock_flags(lock: str) -> List[str]:
+        if lock == READ:
+            return ["--shared"]
+        if lock == WRITE:
+            return ["--exclusive"]
+        if lock.startswith("semaphore:"):
+            return ["--semaphore", lock.split(":")[1]]
+        assert lock == MUTEX, lock
+        return []
+
+    def start_acquire(self, name: str, lock: str = MUTEX, ttl_ms: int = 30_000,
+                      wait_ms: int = 10_000) -> None:
         wait = ["--no-wait"] if wait_ms == 0 else ["--timeout", str(wait_ms / 1000)]
-        proc = subprocess.Popen(
-            self.exec_argv("--ttl", str(ttl_ms / 1000), *wait, name, "--", "sh", "-c", self.HOLD),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )
+        argv = self.exec_argv("--ttl", str(ttl_ms / 1000), *wait, *self.lock_flags(lock),
+                              name, "--", "sh", "-c", self.HOLD)
+        # stderr only ever holds the one line saying why the command did not run.
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         assert proc.stdout is not None
-        self.holding[name] = proc
-        self.last = (name, Lines(proc.stdout, "rlock exec"))
+        self.holding[(lock, name)] = proc
+        self.last = ((lock, name), Lines(proc.stdout, "rlock exec"))
+
+    def answer(self, within: float = REPLY_WITHIN) -> str:
+        """As a worker answers: `ok FENCE` once the command runs, else `busy`
+        or `invalid MESSAGE` from how `rlock exec` exited."""
+        assert self.last is not None
+        held, lines = self.last
+        line = lines.next(within)
+        if line is not None:
+            return line
+        proc = self.holding.pop(held)
+        code = proc.wait(timeout=within)
+        assert proc.stderr is not None
+        said = proc.stderr.read().strip()
+        if code == self.BUSY:
+            return "busy"
+        assert code == self.INVALID, f"rlock exec exited {code} without running its command: {said}"
+        return f"invalid {said}"
 
     def acquired(self, within: float = REPLY_WITHIN) -> Optional[int]:
-        assert self.last is not None
-        name, lines = self.last
-        line = lines.next(within)
-        if line is None:
-            code = self.holding.pop(name).wait(timeout=within)
-            assert code == 75, f"rlock exec exited {code} without running its command"
-            return None
-        assert line.startswith("ok "), line
-        return int(line.split()[1])
+        return fence_of(self.answer(within), self.kind)
 
     def waiting(self) -> bool:
         assert self.last is not None
         return not self.last[1].pending()
 
-    def release(self, name: str) -> None:
-        proc = self.holding.pop(name)
+    def release(self, name: str, lock: str = MUTEX) -> None:
+        proc = self.holding.pop((lock, name))
         assert proc.stdin is not None
         proc.stdin.write("\n")
         proc.stdin.close()
@@ -156,6 +199,14 @@ class Cli:
 Contender = Union[Worker, Cli]
 
 
+def fence_of(answer: str, kind: str) -> Optional[int]:
+    """The fencing token an acquisition answered; None when busy."""
+    if answer == "busy":
+        return None
+    assert answer.startswith("ok "), f"{kind}: {answer}"
+    return int(answer.split()[1])
+
+
 def parse_seen(item: str) -> Tuple[int, int]:
     seen, fence = item.split(":")
     return int(seen), int(fence)
@@ -187,11 +238,11 @@ class Contenders:
         for c in self.started.values():
             c.close()
 
-    def status(self, name: str) -> Dict[str, object]:
-        """`rlock status --json`: the lock as Redis has it."""
+    def status(self, name: str) -> Dict[str, Any]:
+        """`rlock status --json`: the name's locks as Redis has them."""
         out = subprocess.run([RLOCK, "status", "--url", self.server.url, "--json", name],
                              capture_output=True, text=True, timeout=REPLY_WITHIN, check=True)
-        state: Dict[str, object] = json.loads(out.stdout)
+        state: Dict[str, Any] = json.loads(out.stdout)
         return state
 
     def subscribers(self, name: str) -> int:

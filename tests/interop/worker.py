@@ -3,13 +3,19 @@
 Connects to $REDIS_URL, then answers one line per command read on stdin
 (the protocol of core/examples/interop_worker.rs):
 
-    acquire NAME TTL_MS WAIT_MS     -> ok FENCE | busy      (WAIT_MS 0: one attempt)
-    release NAME                    -> ok | err MESSAGE
-    count NAME KEY N PARALLEL       -> ok SEEN:FENCE ...
+    acquire LOCK NAME TTL_MS WAIT_MS  -> ok FENCE | busy | upgrade | invalid MESSAGE
+    release LOCK NAME                 -> ok | err MESSAGE
+    count NAME KEY N PARALLEL         -> ok SEEN:FENCE ...
 
-Commands run on the main thread, so acquiring a name twice nests (the owner
+LOCK is which lock of NAME: `mutex`, `read` or `write` (the sides of its
+read-write lock), or `semaphore:N` (one permit of its semaphore of N
+permits). WAIT_MS 0 is one attempt. `upgrade`: a write asked while holding
+only the read; `invalid`: the arguments were refused (a semaphore's size
+unlike its holders'), MESSAGE saying why.
+
+Commands run on the main thread, so acquiring a lock twice nests (the owner
 is the thread). `count` runs PARALLEL threads, each its own owner, each N
-times taking the lock and incrementing the integer at KEY with a GET then a
+times taking the mutex and incrementing the integer at KEY with a GET then a
 SET; it answers the value each holding read with the fencing token it held.
 """
 
@@ -30,16 +36,38 @@ data = redis.Redis.from_url(os.environ["REDIS_URL"])
 locks: Dict[str, rlock.Lock] = {}
 
 
-def acquire(name: str, ttl_ms: str, wait_ms: str) -> str:
-    lock = locks.setdefault(name, client.lock(name, ttl=int(ttl_ms) / 1000))
+def handle(which: str, name: str, ttl_ms: str) -> rlock.Lock:
+    """This worker's Lock of `which` on `name`, made on first use."""
+    key = f"{which} {name}"
+    if key not in locks:
+        ttl = int(ttl_ms) / 1000
+        if which == "mutex":
+            locks[key] = client.lock(name, ttl=ttl)
+        elif which in ("read", "write"):
+            rw = client.rw_lock(name, ttl=ttl)
+            locks[f"read {name}"], locks[f"write {name}"] = rw.read(), rw.write()
+        elif which.startswith("semaphore:"):
+            locks[key] = client.semaphore(name, int(which.split(":")[1]), ttl=ttl)
+        else:
+            raise ValueError(f"unknown lock {which!r}")
+    return locks[key]
+
+
+def acquire(which: str, name: str, ttl_ms: str, wait_ms: str) -> str:
+    lock = handle(which, name, ttl_ms)
     wait = int(wait_ms) / 1000
-    got = lock.acquire(blocking=False) if wait == 0 else lock.acquire(timeout=wait)
+    try:
+        got = lock.acquire(blocking=False) if wait == 0 else lock.acquire(timeout=wait)
+    except rlock.LockUpgradeError:
+        return "upgrade"
+    except ValueError as e:
+        return f"invalid {e}"
     return f"ok {lock.fencing_token}" if got else "busy"
 
 
-def release(name: str) -> str:
+def release(which: str, name: str) -> str:
     try:
-        locks[name].release()
+        locks[f"{which} {name}"].release()
         return "ok"
     except (KeyError, rlock.LockError) as e:
         return f"err {e!r}"
