@@ -4,28 +4,38 @@ fenced storage accepted. All stamps are CLOCK_MONOTONIC nanoseconds.
 
 A holder *believes* it holds the lock at each `step` stamp: the stamp is taken
 before the holder asks whether it was told the lease ended, and the answer was
-no. The promises checked, per lock name:
+no. Each `wait` and `enter` record names the lock's kind: a mutex (the
+default), the `read` or `write` side of a read-write lock, or one permit of a
+`semaphore` of `permits` permits. A name's mutex, read-write lock and
+semaphore are three locks. The promises checked, per lock:
 
-1. Exclusion: no holder enters while another still believes it holds the lock.
-   Allowed, and counted: the earlier holder was told "lost" before the later
-   one entered (it no longer believes); the earlier holder was paused (SIGSTOP)
-   when the later one entered (it cannot know; fencing must stop it); the
-   server lost its data (a restart without persistence: not guaranteed).
-2. Fencing: tokens strictly increase in the order holders entered (within one
-   server lifetime), and the storage accepted no write from a holder after a
-   newer holder had entered. A Redlock promises no token order (each master
-   counts on its own): with `fencing=False` tokens out of order are only
-   counted.
+1. Exclusion: no holder enters while others still believing they hold the
+   lock leave it no room: beside a mutex holder or a writer nobody, beside a
+   reader no writer, beside N-1 permit holders no other. Allowed, and counted:
+   the earlier holder was told "lost" before the later one entered (it no
+   longer believes); the earlier holder was paused (SIGSTOP) when the later
+   one entered (it cannot know; fencing must stop it); the server lost its
+   data (a restart without persistence: not guaranteed).
+2. Fencing: a mutex holder's or a writer's token is above every token of
+   the lock entered before it and below every one entered after it (within
+   one server lifetime); readers' and permit holders' tokens are unique; and
+   the storage accepted no write from a holder after a newer holder had
+   entered. Only mutex holders and writers write; readers and permit holders
+   only step. A Redlock promises no token order (each master counts on its
+   own): with `fencing=False` tokens out of order are only counted.
 3. Honest loss: a holder whose lease ended while it still ran (someone else
-   entered, or the data was lost) was told so; one told so also got "lost"
+   entered where there was no room for both, the data was lost, or it was
+   paused for longer than its lease) was told so; one told so also got "lost"
    when it let go.
 4. Waiting: a wait that timed out ended by its deadline (not early, not more
    than `late_ms` after), and no waiter waited through a stretch of more than
-   its lease (+ 5% jitter) + `free_ms` while the lock was free: a release
-   message wakes waiters at once, and a waiter that missed it retries when the
-   lease it last saw would end. Stretches over `free_ms` are counted as slow
-   handoffs. A killed holder keeps its lock at most its lease after death; a
-   paused one at most its lease after the pause.
+   its lease (+ 5% jitter) + `free_ms` while the lock had room for it: a
+   release message wakes waiters at once, and a waiter that missed it retries
+   when the lease it last saw would end. A writer has room when nobody holds,
+   a reader when no writer holds or waits (writers go first), a permit holder
+   when fewer than N permits are held. Stretches over `free_ms` are counted
+   as slow handoffs. A killed holder keeps its share at most its lease after
+   death; a paused one at most its lease after the pause.
 """
 
 from __future__ import annotations
@@ -34,10 +44,21 @@ import bisect
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from rlock_test_support.report import Report
 from rlock_test_support.spans import MS, longest_free, merge
+
+from kinds import ALONE
+
+# The lock each kind takes a share of: a name's mutex, read-write lock and
+# semaphore are three locks.
+FAMILY = {"mutex": "mutex", "read": "read-write lock", "write": "read-write lock", "semaphore": "semaphore"}
+# A renewal sent just before a pause may reach Redis a little after it: a
+# paused holder's lease ends at most this long after the pause plus the lease.
+RENEWAL_IN_FLIGHT_MS = 100
+
+Lock = Tuple[str, str]  # (family, name)
 
 
 @dataclass
@@ -53,6 +74,12 @@ class Section:
     exit: Optional[int] = None  # after letting go
     out: Optional[str] = None
     killed: Optional[int] = None
+    kind: str = "mutex"
+    permits: int = 1  # a semaphore's size
+
+    @property
+    def lock(self) -> Lock:
+        return FAMILY[self.kind], self.name
 
     @property
     def believed_until(self) -> int:
@@ -63,7 +90,8 @@ class Section:
         return self.lost is not None or self.out == "lost"
 
     def __str__(self) -> str:
-        return f"{self.worker}#{self.token}@{self.name}"
+        kind = "" if self.kind == "mutex" else f"({self.kind})"
+        return f"{self.worker}{kind}#{self.token}@{self.name}"
 
 
 @dataclass
@@ -75,6 +103,21 @@ class Wait:
     end: Optional[int] = None
     out: Optional[str] = None  # acquired | timeout | error:... | killed
     timeout_ms: Optional[float] = None
+    kind: str = "mutex"
+    permits: int = 1
+
+    @property
+    def lock(self) -> Lock:
+        return FAMILY[self.kind], self.name
+
+
+def crowds(b: Section, others: Sequence[Section]) -> bool:
+    """Whether `b` could not hold the lock while all of `others` held it."""
+    if b.kind == "semaphore":
+        return len(others) + 1 > b.permits
+    if b.kind == "read":
+        return any(a.kind == "write" for a in others)
+    return bool(others)
 
 
 def build(
@@ -88,14 +131,15 @@ def build(
     for r in records:
         w, e = r["w"], r["e"]
         cfg = workers[w]
+        kind = {"kind": r.get("kind", "mutex"), "permits": r.get("permits", 1)}
         if e == "wait":
-            open_wait[w] = Wait(w, r["n"], r["t"], cfg["ttl_ms"], timeout_ms=cfg.get("timeout_ms"))
+            open_wait[w] = Wait(w, r["n"], r["t"], cfg["ttl_ms"], timeout_ms=cfg.get("timeout_ms"), **kind)
             waits.append(open_wait[w])
         elif e == "enter":
             wait = open_wait.pop(w, None)
             if wait is not None:
                 wait.end, wait.out = r["t"], "acquired"
-            open_section[w] = Section(w, r["n"], r["tok"], r["t"], cfg["ttl_ms"], since=r.get("since", r["t"]))
+            open_section[w] = Section(w, r["n"], r["tok"], r["t"], cfg["ttl_ms"], since=r.get("since", r["t"]), **kind)
             sections.append(open_section[w])
         elif e == "step":
             open_section[w].steps.append(r["t"])
@@ -135,16 +179,19 @@ def check(
 ) -> Report:
     report = Report()
     sections, waits = build(records, workers, events)
-    stops = defaultdict(list)
+    stops: Dict[str, List[int]] = defaultdict(list)
+    pauses: Dict[str, List[Tuple[int, int]]] = defaultdict(list)  # (stop, cont)
     for ev in events:
         if ev["e"] == "stop":
             stops[ev["w"]].append(ev["t"])
+        elif ev["e"] == "cont":
+            pauses[ev["w"]].append((stops[ev["w"]][-1], ev["t"]))
     wipes = sorted(ev["t"] for ev in events if ev["e"] == "wipe")
     blind = [(ev["t0"], ev["t1"]) for ev in events if ev["e"] == "blind"]
 
-    by_name: Dict[str, List[Section]] = defaultdict(list)
+    by_lock: Dict[Lock, List[Section]] = defaultdict(list)
     for s in sections:
-        by_name[s.name].append(s)
+        by_lock[s.lock].append(s)
     for s in sections:
         report.count("sections")
         if s.told:
@@ -163,68 +210,125 @@ def check(
         i = bisect.bisect_right(wipes, lo)
         return i < len(wipes) and wipes[i] <= hi
 
-    ended_while_running = set()
-    for name, group in by_name.items():
+    ended_while_running: Set[int] = set()
+    for (_, name), group in by_lock.items():
         group.sort(key=lambda s: s.enter)
-        # 1. Exclusion: sweep holders by entry, keeping those still believing.
-        believing: List[Tuple[int, int, Section]] = []
-        for i, b in enumerate(group):
-            while believing and believing[0][0] <= b.enter:
-                heapq.heappop(believing)
-            for _, _, a in believing:
-                ended_while_running.add(id(a))
-                if paused(a, b.enter):
-                    report.count("overlaps with a paused holder")
-                elif wiped(a.enter, b.enter):
-                    report.count("overlaps after data loss")
-                else:
-                    report.fail(
-                        f"{b} entered while {a} still believed it held {name!r} "
-                        f"(until {(a.believed_until - b.enter) / MS:.1f} ms later)"
-                    )
-            heapq.heappush(believing, (b.believed_until, i, b))
+        ended_while_running |= check_room(group, name, paused, wiped, report)
         # Told before the next holder entered: allowed, counted.
         for a, b in zip(group, group[1:]):
-            if a.lost is not None and a.lost <= b.enter and (a.exit is None or b.enter < a.exit):
+            if crowds(b, [a]) and a.lost is not None and a.lost <= b.enter and (a.exit is None or b.enter < a.exit):
                 report.count("overlaps after a reported loss")
             if wiped(a.enter, a.believed_until):
                 ended_while_running.add(id(a))
-        # 2. Tokens grow in the order of entry, within one server lifetime.
-        for a, b in zip(group, group[1:]):
-            if a.token is not None and b.token is not None and not b.token > a.token:
-                if wiped(a.enter, b.enter):
-                    report.count("tokens restarted after data loss")
-                elif not fencing:
-                    report.count("tokens out of entry order (no fencing promised)")
-                else:
-                    report.fail(f"{b} entered after {a} with token {b.token} <= {a.token}")
+        check_tokens(group, wiped, fencing, report)
 
     # 3. A lease that ended while its holder ran was reported to it.
     for s in sections:
+        lease = s.ttl_ms * MS + RENEWAL_IN_FLIGHT_MS * MS
+        end = s.exit if s.exit is not None else s.killed
+        if any(s.enter <= t0 and (end is None or t0 < end) and t1 - t0 > lease for t0, t1 in pauses[s.worker]):
+            ended_while_running.add(id(s))
         if id(s) in ended_while_running and s.killed is None and not s.told:
             report.fail(f"{s}'s lease ended while it ran, and it was never told (let go with {s.out!r})")
 
-    check_writes(writes, by_name, wiped, report)
-    check_waits(waits, by_name, stops, wipes, blind, free_ms, late_ms, report)
+    check_writes(writes, by_lock, wiped, report)
+    check_waits(waits, by_lock, stops, wipes, blind, free_ms, late_ms, report)
     report.figures.setdefault("violations", 0)
     return report
 
 
+def check_room(
+    group: List[Section], name: str, paused: Callable[[Section, int], bool], wiped: Callable[[int, int], bool],
+    report: Report,
+) -> Set[int]:
+    """1. Exclusion, over one lock's holdings in entry order: sweeps them,
+    keeping those still believing. Returns the ids of the holdings whose
+    lease must have ended while they ran (someone entered where both had no
+    room)."""
+    ended: Set[int] = set()
+    believing: List[Tuple[int, int, Section]] = []
+    for i, b in enumerate(group):
+        while believing and believing[0][0] <= b.enter:
+            heapq.heappop(believing)
+        live = [a for _, _, a in believing]
+        excused = {id(a) for a in live if paused(a, b.enter) or wiped(a.enter, b.enter)}
+        steady = [a for a in live if id(a) not in excused]
+        for a in live:
+            # `a` lost its lease when, even if every other excused holder
+            # had lost theirs, `b` had no room beside it.
+            if not crowds(b, [x for x in steady if x is not a] + [a]):
+                continue
+            ended.add(id(a))
+            if id(a) not in excused:
+                room = f" (at most {b.permits} permits, {len(steady)} others held)" if b.kind == "semaphore" else ""
+                report.fail(
+                    f"{b} entered while {a} still believed it held {name!r}{room} "
+                    f"(until {(a.believed_until - b.enter) / MS:.1f} ms later)"
+                )
+            elif paused(a, b.enter):
+                report.count("overlaps with a paused holder")
+            else:
+                report.count("overlaps after data loss")
+        heapq.heappush(believing, (b.believed_until, i, b))
+    return ended
+
+
+def check_tokens(group: List[Section], wiped: Callable[[int, int], bool], fencing: bool, report: Report) -> None:
+    """2. A mutex holder's or writer's token is above every token entered
+    before it, and a reader's above every writer's before it; readers' and
+    permit holders' tokens are unique. Within one server lifetime: the
+    tokens seen so far are forgotten at a data loss."""
+    top: Optional[Tuple[int, Section]] = None  # the largest token entered so far
+    top_alone: Optional[Tuple[int, Section]] = None  # the same among mutex holders and writers
+    shared: Dict[int, Section] = {}
+    prev: Optional[Section] = None
+    for b in group:
+        if b.token is None:
+            continue
+        token = b.token
+        if prev is not None and wiped(prev.enter, b.enter):
+            if top is not None and top[0] >= token:
+                report.count("tokens restarted after data loss")
+            top, top_alone, shared = None, None, {}
+        prev = b
+        above = top if b.kind in ALONE else top_alone
+        if above is not None and not token > above[0]:
+            if not fencing:
+                report.count("tokens out of entry order (no fencing promised)")
+            else:
+                report.fail(f"{b} entered after {above[1]} with token {token} <= {above[0]}")
+        if b.kind not in ALONE:
+            twin = shared.get(token)
+            if twin is not None:
+                if not fencing:
+                    report.count("tokens repeated (no fencing promised)")
+                else:
+                    report.fail(f"{b} got the token {token} {twin} got")
+            shared[token] = b
+        if top is None or token > top[0]:
+            top = (token, b)
+        if b.kind in ALONE and (top_alone is None or token > top_alone[0]):
+            top_alone = (token, b)
+
+
 def check_writes(
-    writes: Sequence[Any], by_name: Dict[str, List[Section]], wiped: Any, report: Report
+    writes: Sequence[Any], by_lock: Dict[Lock, List[Section]], wiped: Any, report: Report
 ) -> None:
-    """No write accepted from a holder once a newer holder had entered."""
-    enters = {name: [s.enter for s in group] for name, group in by_name.items()}
-    owner = {(s.worker, s.name, s.token): s for group in by_name.values() for s in group}
+    """No write accepted from a holder once a newer holder had entered. The
+    storage knows names only: a name's mutex and read-write lock writing to
+    it are not meant to meet in one scenario."""
+    writers = {lock: [s for s in group if s.kind in ALONE] for lock, group in by_lock.items()}
+    enters = {lock: [s.enter for s in group] for lock, group in writers.items()}
+    owner = {(s.worker, s.name, s.token): s for group in writers.values() for s in group}
     for w in writes:
         if not w.accepted:
             report.count("stale writes refused")
             continue
         s = owner.get((w.worker, w.name, w.token))
         if s is None:
-            report.fail(f"storage accepted token {w.token} on {w.name!r} from {w.worker}, who never held it")
+            report.fail(f"storage accepted token {w.token} on {w.name!r} from {w.worker}, who never held it to write")
             continue
-        later = enters[w.name]
+        later = enters[s.lock]
         i = bisect.bisect_right(later, s.enter)
         if i < len(later) and later[i] < w.t:
             if wiped(s.enter, w.t):
@@ -237,7 +341,7 @@ def check_writes(
 
 def check_waits(
     waits: Sequence[Wait],
-    by_name: Dict[str, List[Section]],
+    by_lock: Dict[Lock, List[Section]],
     stops: Dict[str, List[int]],
     wipes: List[int],
     blind: List[Tuple[int, int]],
@@ -245,10 +349,31 @@ def check_waits(
     late_ms: float,
     report: Report,
 ) -> None:
-    busy: Dict[str, List[Tuple[int, int]]] = {}
-    for name, group in by_name.items():
-        spans = [(min(s.since, s.enter), held_until(s, stops, wipes)) for s in group]
-        busy[name] = merge(spans + blind)
+    held: Dict[Lock, List[Tuple[int, int, Section]]] = {
+        lock: [(min(s.since, s.enter), held_until(s, stops, wipes), s) for s in group] for lock, group in by_lock.items()
+    }
+    writers_waiting: Dict[Lock, List[Tuple[int, int]]] = defaultdict(list)
+    for w in waits:
+        if w.kind == "write" and w.end is not None:
+            writers_waiting[w.lock].append((w.start, w.end))
+    no_room: Dict[Tuple[Lock, str, int], List[Tuple[int, int]]] = {}
+
+    def busy(w: Wait) -> List[Tuple[int, int]]:
+        """When `w` had no room: a writer or a mutex waiter while anyone
+        held; a reader while a writer held or waited; a permit waiter while
+        every permit was held."""
+        key = (w.lock, w.kind, w.permits)
+        if key not in no_room:
+            spans = held.get(w.lock, [])
+            if w.kind == "read":
+                taken = [(lo, hi) for lo, hi, s in spans if s.kind == "write"] + writers_waiting[w.lock]
+            elif w.kind == "semaphore":
+                taken = crowded([(lo, hi) for lo, hi, _ in spans], w.permits)
+            else:
+                taken = [(lo, hi) for lo, hi, _ in spans]
+            no_room[key] = merge(taken + blind)
+        return no_room[key]
+
     for w in waits:
         report.count("waits")
         if w.end is None:
@@ -268,13 +393,28 @@ def check_waits(
         elif w.out is not None and w.out.startswith("error"):
             report.count("waits ended by an error")
         if w.out in ("acquired", "timeout"):
-            lo, hi = longest_free(busy.get(w.name, []), w.start, w.end)
+            lo, hi = longest_free(busy(w), w.start, w.end)
             gap = (hi - lo) / MS
             report.peak("max free while waiting ms", gap)
             if gap > free_ms:
                 report.count("slow handoffs")
             if gap > w.ttl_ms * 1.05 + free_ms:
-                report.fail(f"{w.worker} waited for {w.name!r} through {gap:.0f} ms while it was free")
+                room = {"mutex": "", "read": " to readers", "write": " to writers", "semaphore": " to a permit holder"}
+                report.fail(f"{w.worker} waited for {w.name!r} through {gap:.0f} ms while it was free{room[w.kind]}")
+
+
+def crowded(spans: List[Tuple[int, int]], level: int) -> List[Tuple[int, int]]:
+    """The stretches when at least `level` of `spans` overlap."""
+    edges = sorted([(lo, 1) for lo, _ in spans] + [(hi, -1) for _, hi in spans])
+    out: List[Tuple[int, int]] = []
+    depth, since = 0, 0
+    for t, step in edges:
+        if step < 0 and depth == level:
+            out.append((since, t))
+        depth += step
+        if step > 0 and depth == level:
+            since = t
+    return out
 
 
 def held_until(s: Section, stops: Dict[str, List[int]], wipes: List[int]) -> int:

@@ -7,7 +7,8 @@ loop records the wait before and the outcome after, from rlock's exit status:
 unreachable. Same config and protocol as worker.py; stdlib only, so it and the
 recorder start in milliseconds (run with `python -S`). A list `url` becomes
 repeated `--url` (a Redlock, or with `cluster: true` a Cluster's seeds, and
-`--cluster`); `fair: true` is `--fair`."""
+`--cluster`); `fair: true` is `--fair`; the kinds "read", "write" and
+"semaphore" are `--shared`, `--exclusive` and `--semaphore N`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import subprocess
 import sys
 import time
 from typing import Any, Dict, List
+
+from kinds import choose
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 now = time.monotonic_ns
@@ -52,6 +55,14 @@ def deployment() -> List[str]:
     return flags
 
 
+def kind_flags(kind: Dict[str, Any]) -> List[str]:
+    """The lock of the round's kind, as rlock's flags."""
+    k = kind.get("kind", "mutex")
+    if k == "semaphore":
+        return ["--semaphore", str(kind["permits"])]
+    return {"read": ["--shared"], "write": ["--exclusive"]}.get(k, [])
+
+
 def main() -> None:
     print("ready", flush=True)
     assert sys.stdin.readline().strip() == "go"
@@ -59,18 +70,19 @@ def main() -> None:
     until = now() + int(cfg.get("for_ms", 1e9) * 1_000_000)
     while n < cfg.get("rounds", 1 << 60) and now() < until:
         n += 1
-        name = rng.choice(cfg["names"])
+        name, kind = choose(rng, cfg)
         hold = rng.uniform(*cfg.get("hold_ms", [0, 0]))
-        args = [cfg["rlock"], "exec", *deployment(), "--ttl", str(cfg["ttl_ms"] / 1000), "--grace", "1"]
+        args = [cfg["rlock"], "exec", *deployment(), *kind_flags(kind)]
+        args += ["--ttl", str(cfg["ttl_ms"] / 1000), "--grace", "1"]
         if cfg.get("timeout_ms") is not None:
             args += ["--timeout", str(cfg["timeout_ms"] / 1000)]
         recorder = [sys.executable, "-S", "-E", os.path.join(HERE, "recorder.py")]
         env = {
             **os.environ,
-            "FAULTS_RECORDER": json.dumps({**cfg, "name": name, "hold": hold}),
+            "FAULTS_RECORDER": json.dumps({**cfg, "name": name, "hold": hold, "lock": kind}),
         }
         start = now()
-        rec(e="wait", n=name, t=start)
+        rec(e="wait", n=name, t=start, **kind)
         code = subprocess.run(args + [name, "--"] + recorder, env=env, stderr=subprocess.PIPE).returncode
         t = now()
         if entered(name, start):

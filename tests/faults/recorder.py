@@ -1,5 +1,6 @@
 """The command a CLI worker runs under `rlock exec`: a critical section that
-records enter, steps and lost like worker.py's. Its token is the
+records enter, steps and lost like worker.py's (writing to the fenced
+storage only when the lock's kind holds alone). Its token is the
 RLOCK_FENCING_TOKEN rlock exports; rlock tells it the lease was lost with
 SIGTERM, which it records and obeys at once. With `until_file` it holds until
 that file exists."""
@@ -13,6 +14,8 @@ import socket
 import sys
 import time
 from typing import Any
+
+from kinds import writes
 
 now = time.monotonic_ns
 cfg = json.loads(os.environ["FAULTS_RECORDER"])
@@ -43,7 +46,7 @@ def forked_at() -> int:
 
 signal.signal(signal.SIGTERM, on_term)
 start = now()
-rec(e="enter", t=start, since=forked_at())
+rec(e="enter", t=start, since=forked_at(), **cfg["lock"])
 sock = socket.socket(socket.AF_UNIX)
 sock.connect(cfg["storage"])
 answers = sock.makefile("rb")
@@ -53,8 +56,11 @@ while True:
     if told_at:
         rec(e="lost", t=told_at)
         break
-    sock.sendall(f"{name} {tok} {cfg['id']}\n".encode())
-    rec(e="step", t=t, ok=answers.readline() == b"ok\n")
+    if writes(cfg["lock"]):
+        sock.sendall(f"{name} {tok} {cfg['id']}\n".encode())
+        rec(e="step", t=t, ok=answers.readline() == b"ok\n")
+    else:
+        rec(e="step", t=t)
     if os.path.exists(cfg["until_file"]) if cfg.get("until_file") else t >= end:
         break
     time.sleep(cfg.get("step_ms", 5) / 1000)

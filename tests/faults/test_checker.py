@@ -11,7 +11,7 @@ from rlock_test_support.spans import MS
 from checker import check
 from storage import Write
 
-WORKERS = {w: {"ttl_ms": 500, "timeout_ms": 1000} for w in ("a", "b", "c")}
+WORKERS = {w: {"ttl_ms": 500, "timeout_ms": 1000} for w in ("a", "b", "c", "d")}
 
 
 def ms(t: float) -> int:
@@ -19,12 +19,14 @@ def ms(t: float) -> int:
 
 
 def holding(
-    w: str, tok: int, enter: float, last_step: float, exit: float, out: str = "released", since: float = -1
+    w: str, tok: int, enter: float, last_step: float, exit: float, out: str = "released", since: float = -1,
+    **kind: Any,
 ) -> List[Dict[str, Any]]:
-    """Records of one holding (times in ms), waited for from `since`."""
+    """Records of one holding (times in ms), waited for from `since`; of a
+    mutex, or of the `kind` (and `permits`) given."""
     return [
-        {"e": "wait", "w": w, "n": "x", "t": ms(since if since >= 0 else enter - 1)},
-        {"e": "enter", "w": w, "n": "x", "tok": tok, "t": ms(enter)},
+        {"e": "wait", "w": w, "n": "x", "t": ms(since if since >= 0 else enter - 1), **kind},
+        {"e": "enter", "w": w, "n": "x", "tok": tok, "t": ms(enter), **kind},
         {"e": "step", "w": w, "n": "x", "tok": tok, "t": ms(last_step), "ok": True},
         {"e": "exit", "w": w, "n": "x", "tok": tok, "t": ms(exit), "out": out},
     ]
@@ -113,3 +115,89 @@ def test_a_killed_holder_keeps_the_lock_for_at_most_its_lease() -> None:
 
 def test_a_holding_that_never_ends_fails() -> None:
     assert any("never let go" in p for p in problems(holding("a", 1, 0, 10, 11)[:3]))
+
+
+# Read-write locks and semaphores: holders share by kind.
+
+READ: Dict[str, Any] = {"kind": "read"}
+WRITE: Dict[str, Any] = {"kind": "write"}
+SEM2: Dict[str, Any] = {"kind": "semaphore", "permits": 2}
+
+
+def test_readers_together_pass_and_a_writer_beside_anyone_fails() -> None:
+    readers = holding("a", 1, 0, 30, 31, **READ) + holding("b", 2, 12, 40, 41, **READ)
+    assert problems(readers) == []
+    writer_in = problems(holding("a", 1, 0, 30, 31, **READ) + holding("b", 2, 12, 40, 41, **WRITE))
+    assert any("b(write)#2@x entered while a(read)#1@x still believed" in p for p in writer_in), writer_in
+    reader_in = problems(holding("a", 1, 0, 30, 31, **WRITE) + holding("b", 2, 12, 40, 41, **READ))
+    assert any("b(read)#2@x entered while a(write)#1@x still believed" in p for p in reader_in), reader_in
+
+
+def test_a_names_mutex_read_write_lock_and_semaphore_are_three_locks() -> None:
+    records = holding("a", 1, 0, 30, 31) + holding("b", 2, 12, 40, 41, **WRITE)
+    assert problems(records + holding("c", 3, 14, 45, 46, **SEM2)) == []
+
+
+def test_more_permit_holders_than_permits_fails() -> None:
+    two = holding("a", 1, 0, 30, 31, **SEM2) + holding("b", 2, 12, 40, 41, **SEM2)
+    assert problems(two) == []
+    found = problems(two + holding("c", 3, 20, 50, 51, **SEM2))
+    assert any("c(semaphore)#3@x entered while a(semaphore)#1@x still believed" in p and "at most 2" in p for p in found), found
+
+
+def test_a_permit_paused_past_its_lease_may_be_taken_but_its_holder_must_be_told() -> None:
+    events = [{"e": "stop", "w": "a", "t": ms(5)}, {"e": "cont", "w": "a", "t": ms(700)}]
+    others = holding("b", 2, 3, 800, 801, **SEM2) + holding("c", 3, 600, 650, 651, **SEM2)
+    found = problems(holding("a", 1, 0, 701, 702, **SEM2) + others, events)
+    assert any("a(semaphore)#1@x's lease ended while it ran, and it was never told" in p for p in found), found
+    told = holding("a", 1, 0, 701, 703, out="lost", **SEM2)
+    told.insert(3, {"e": "lost", "w": "a", "n": "x", "tok": 1, "t": ms(702)})
+    report = check(told + others, WORKERS, events)
+    assert report.problems == [] and report.figures["overlaps with a paused holder"] == 1
+
+
+def test_a_holder_paused_past_its_lease_must_be_told_even_if_nobody_entered() -> None:
+    events = [{"e": "stop", "w": "a", "t": ms(5)}, {"e": "cont", "w": "a", "t": ms(700)}]
+    found = problems(holding("a", 1, 0, 701, 702), events)
+    assert any("a#1@x's lease ended while it ran, and it was never told" in p for p in found), found
+    # Shorter than its lease, with others sharing the lock meanwhile: it may hold on untold.
+    events = [{"e": "stop", "w": "a", "t": ms(5)}, {"e": "cont", "w": "a", "t": ms(300)}]
+    records = holding("a", 1, 0, 400, 401, **SEM2) + holding("b", 2, 100, 200, 201, **SEM2)
+    assert problems(records, events) == []
+
+
+def test_writers_tokens_out_of_entry_order_fail_and_readers_tokens_must_be_unique() -> None:
+    writers = problems(holding("a", 5, 0, 10, 11, **WRITE) + holding("b", 4, 12, 20, 21, **WRITE))
+    assert any("token 4 <= 5" in p for p in writers), writers
+    # A reader entering after a writer holds a later token; readers among themselves come in any order.
+    below = problems(holding("a", 5, 0, 10, 11, **WRITE) + holding("b", 4, 12, 20, 21, **READ))
+    assert any("token 4 <= 5" in p for p in below), below
+    readers = holding("a", 3, 0, 30, 31, **READ) + holding("b", 2, 12, 40, 41, **READ)
+    assert problems(readers) == []
+    twins = problems(holding("a", 3, 0, 30, 31, **SEM2) + holding("b", 3, 12, 40, 41, **SEM2))
+    assert any("got the token 3" in p for p in twins), twins
+
+
+def test_only_writers_write_and_a_newer_writer_fences_the_older() -> None:
+    records = holding("a", 1, 0, 10, 11, **WRITE) + holding("b", 2, 12, 20, 21, **WRITE)
+    assert any("newer holder" in p for p in problems(records, writes=[Write(ms(15), "x", 1, "a", True)]))
+    reader = holding("a", 1, 0, 10, 11, **READ)
+    assert any("never held it to write" in p for p in problems(reader, writes=[Write(ms(5), "x", 1, "a", True)]))
+
+
+def test_a_reader_waits_only_for_writers_and_a_permit_holder_only_for_a_full_semaphore() -> None:
+    reader = [
+        {"e": "wait", "w": "c", "n": "x", "t": ms(0), **READ},
+        {"e": "waited", "w": "c", "n": "x", "t": ms(1000), "out": "timeout"},
+    ]
+    # Only readers held: the waiting reader had room all along.
+    found = problems(reader + holding("a", 1, 0, 1400, 1401, **READ))
+    assert any("while it was free to readers" in p for p in found), found
+    # A writer waited in line (writers go first), then held.
+    writer = holding("b", 2, 1100, 1200, 1201, since=0, **WRITE)
+    assert problems(reader + holding("a", 1, 0, 1050, 1051, **READ) + writer) == []
+    permit = [{**r, **SEM2} for r in reader]
+    one_held = holding("a", 1, 0, 1400, 1401, **SEM2)
+    found = problems(permit + one_held)
+    assert any("while it was free to a permit holder" in p for p in found), found
+    assert problems(permit + one_held + holding("b", 2, 0, 1400, 1401, **SEM2)) == []

@@ -50,18 +50,20 @@ def repeatedly(every: float, for_s: float, fault: Callable[[int], Any]) -> int:
 
 
 def holder_and_waiters(
-    sc: Scenario, lang: str, label: str, ttl: int, name: str = "", **holder: Any
+    sc: Scenario, lang: str, label: str, ttl: int, name: str = "",
+    waiting: Optional[Dict[str, Any]] = None, **holder: Any
 ) -> Tuple[str, Worker, Dict[str, Any], List[Worker]]:
     """A holder of runtime `lang` that holds a fresh lock for good, then one
-    waiter of each other runtime queued behind it (each to hold it twice):
-    the stage of a fault aimed at the holder. Returns the name (default:
-    made of `label` and `lang`), the holder, its entry record and the
-    waiters."""
+    waiter of each other runtime queued behind it (each to hold it twice,
+    `waiting` changing their config): the stage of a fault aimed at the
+    holder. Returns the name (default: made of `label` and `lang`), the
+    holder, its entry record and the waiters."""
     name = name or sc.lock_name(f"{label}-{lang}")
     victim = sc.worker(lang, names=[name], ttl_ms=ttl, hold_ms=[60_000, 60_000], rounds=1, **holder)
     sc.go(victim)
     entered = sc.wait_record(victim, lambda r: r["e"] == "enter", within=10)
-    waiters = [sc.worker(o, names=[name], ttl_ms=ttl, timeout_ms=5000, hold_ms=[20, 60], rounds=2) for o in others(lang)]
+    waiter = {"names": [name], "ttl_ms": ttl, "timeout_ms": 5000, "hold_ms": [20, 60], "rounds": 2, **(waiting or {})}
+    waiters = [sc.worker(o, **waiter) for o in others(lang)]
     sc.go(*waiters)
     for w in waiters:
         sc.wait_record(w, lambda r: r["e"] == "wait", within=10)
@@ -619,5 +621,243 @@ def test_fair_a_waiter_killed_in_the_line_does_not_block_it(scenario: Scenario) 
         {
             "lease ms": ttl,
             "last step before a release to the next entry, ms (to the head, past the dead one)": handoffs,
+        },
+    )
+
+
+# Read-write locks and semaphores: holders share a lock by kind, each under
+# its own lease; the checker allows readers together and N permit holders.
+
+
+def shared_key(name: str, family: str) -> str:
+    """The hash of the holdings of the read-write lock ("rwlock") or
+    semaphore ("semaphore") of `name`."""
+    return f"{lock_key(name)}:{family}"
+
+
+def wait_in_line(sc: Scenario, key: str, waiters: int) -> None:
+    """Waits until `waiters` stand in the line of the lock whose hash is `key`."""
+    deadline = time.monotonic() + 10
+    while sc.server.redis.llen(f"{key}:queue") < waiters:
+        assert time.monotonic() < deadline, f"{waiters} waiters not in line within 10 s"
+        time.sleep(0.002)
+
+
+def first_holding(sc: Scenario, w: Worker) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The enter and exit records of `w`'s first holding, waiting for them."""
+    enter = sc.wait_record(w, lambda r: r["e"] == "enter", within=10)
+    return enter, sc.wait_record(w, lambda r: r["e"] == "exit" and r["t"] > enter["t"], within=10)
+
+
+def test_rwlock_sigkill_of_the_writer_lets_the_waiting_readers_in_together(scenario: Scenario) -> None:
+    """A writer of each runtime in turn, killed outright with a reader of
+    each other runtime waiting: the writer keeps the lock no longer than its
+    lease; both readers enter within lease + 200 ms of the kill, together
+    (each before the other let go)."""
+    sc = scenario
+    ttl = 600
+    delays = []
+    for lang in LANGS:
+        name, victim, _, readers = holder_and_waiters(
+            sc, lang, "killed-writer", ttl, kind="write", waiting={"kind": "read", "hold_ms": [150, 200], "rounds": 1}
+        )
+        wait_in_line(sc, shared_key(name, "rwlock"), 2)
+        time.sleep(ttl / 1000 * 0.5)  # an arbitrary point of the renewal cycle
+        assert sc.server.redis.pttl(shared_key(name, "rwlock")) > 0, "the writer held the lock"
+        sc.kill(victim)
+        killed = sc.events[-1]["t"]
+        holdings = [first_holding(sc, r) for r in readers]
+        delays.append([round((enter["t"] - killed) / MS) for enter, _ in holdings])
+        assert max(delays[-1]) <= ttl + 200, f"{lang} writer killed: readers entered after {delays[-1]} ms"
+        assert max(e["t"] for e, _ in holdings) < min(x["t"] for _, x in holdings), "the readers did not share"
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        "read-write lock: SIGKILL of the writer (py, node, cli), 2 readers waiting",
+        {"lease ms": ttl, "readers entered after the kill, ms": delays},
+    )
+
+
+def writer_then_reader(
+    sc: Scenario, lang: str, label: str, ttl: int, **victim: Any
+) -> Tuple[Worker, Dict[str, Any], Worker, Worker]:
+    """A holder of runtime `lang` that holds a fresh read-write lock for good
+    (its side in `victim`), then a writer of another runtime and a reader of
+    the third waiting in line in that order (the reader waits even beside a
+    reader: writers go first): the stage of a fault aimed at the holder.
+    Returns the holder, its entry record, the writer and the reader."""
+    writer_lang, reader_lang = others(lang)
+    name = sc.lock_name(f"{label}-{lang}")
+    key = shared_key(name, "rwlock")
+    common = {"names": [name], "ttl_ms": ttl, "rounds": 1}
+    holder = sc.worker(lang, **common, hold_ms=[60_000, 60_000], **victim)
+    sc.go(holder)
+    entered = sc.wait_record(holder, lambda r: r["e"] == "enter", within=10)
+    writer = sc.worker(writer_lang, **common, kind="write", timeout_ms=5000, hold_ms=[50, 100])
+    sc.go(writer)
+    wait_in_line(sc, key, 1)
+    reader = sc.worker(reader_lang, **common, kind="read", timeout_ms=5000, hold_ms=[20, 60])
+    sc.go(reader)
+    wait_in_line(sc, key, 2)
+    return holder, entered, writer, reader
+
+
+def test_rwlock_sigkill_of_a_reader_hands_the_lock_to_the_waiting_writer_first(scenario: Scenario) -> None:
+    """A reader of each runtime in turn, killed outright while a writer of
+    another runtime waits and, behind it, a reader of the third: the writer
+    enters within lease + 200 ms of the kill, and the later reader after it."""
+    sc = scenario
+    ttl = 600
+    delays = []
+    for lang in LANGS:
+        victim, _, writer, reader = writer_then_reader(sc, lang, "killed-reader", ttl, kind="read")
+        time.sleep(ttl / 1000 * 0.5)  # an arbitrary point of the renewal cycle
+        sc.kill(victim)
+        killed = sc.events[-1]["t"]
+        wrote = sc.wait_record(writer, lambda r: r["e"] == "enter", within=10)
+        read = sc.wait_record(reader, lambda r: r["e"] == "enter", within=10)
+        delays.append(round((wrote["t"] - killed) / MS))
+        assert delays[-1] <= ttl + 200, f"{lang} reader killed: the writer entered after {delays[-1]} ms"
+        assert wrote["t"] < read["t"], "the reader behind the writer entered first"
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        "read-write lock: SIGKILL of a reader (py, node, cli), a writer then a reader waiting",
+        {"lease ms": ttl, "writer entered after the kill, ms": delays},
+    )
+
+
+@pytest.mark.parametrize("side", ["read", "write"])
+def test_rwlock_sigstop_past_the_lease_then_sigcont_is_fenced_and_told_lost(scenario: Scenario, side: str) -> None:
+    """A reader (or a writer) of each runtime in turn, frozen past its lease
+    while a writer of another runtime waits and, behind it, a reader of the
+    third: the writer enters while it is frozen, with a larger token (the
+    storage refuses a frozen writer's writes from then on), and the frozen
+    holder is told "lost" as soon as it runs."""
+    sc = scenario
+    ttl, frozen = 500, 1.2
+    entered_after, told_after = [], []
+    for lang in LANGS:
+        victim, entered, writer, _ = writer_then_reader(sc, lang, f"paused-{side}", ttl, kind=side, step_ms=2)
+        sc.pause(victim, frozen)
+        stopped, resumed = sc.events[-2]["t"], sc.events[-1]["t"]
+        lost = sc.wait_record(victim, lambda r: r["e"] == "lost", within=5)
+        wrote = sc.wait_record(writer, lambda r: r["e"] == "enter", within=5)
+        entered_after.append(round((wrote["t"] - stopped) / MS))
+        told_after.append(round((lost["t"] - resumed) / MS))
+        assert wrote["t"] < resumed and wrote["tok"] > entered["tok"], f"{lang} {side}: no newer writer while frozen"
+        assert told_after[-1] < 250, f"{lang} {side} told lost {told_after[-1]} ms after SIGCONT"
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        f"read-write lock: SIGSTOP of a {side[:4]}er past its lease, then SIGCONT (py, node, cli)",
+        {
+            "lease ms": ttl,
+            "frozen ms": int(frozen * 1000),
+            "writer entered after SIGSTOP, ms": entered_after,
+            "told lost after SIGCONT, ms": told_after,
+        },
+    )
+
+
+@pytest.mark.parametrize("fault", ["SIGKILL", "SIGSTOP"])
+def test_semaphore_permit_of_a_killed_or_frozen_holder_comes_back_within_its_lease(
+    scenario: Scenario, fault: str
+) -> None:
+    """A semaphore of 2 permits, held by a holder of each runtime in turn
+    and one of another runtime, with one of the third waiting. The first is
+    killed outright, or frozen (SIGSTOP) past its lease: its permit comes
+    back within lease + 200 ms and the waiter enters (never more than 2
+    holders believing, but for a frozen one); a frozen holder is told
+    "lost" as soon as it runs again."""
+    sc = scenario
+    ttl, frozen = 500, 1.2
+    entered_after, told_after = [], []
+    for lang in LANGS:
+        steady_lang, waiter_lang = others(lang)
+        name = sc.lock_name(f"{fault}-permit-{lang}")
+        release = os.path.join(sc.dir, f"release-{lang}")
+        common = {"names": [name], "ttl_ms": ttl, "rounds": 1, "kind": "semaphore", "permits": 2}
+        victim = sc.worker(lang, **common, hold_ms=[60_000, 60_000], step_ms=2)
+        steady = sc.worker(steady_lang, **common, until_file=release)
+        sc.go(victim, steady)
+        for w in (victim, steady):
+            sc.wait_record(w, lambda r: r["e"] == "enter", within=10)
+        waiter = sc.worker(waiter_lang, **common, timeout_ms=5000, hold_ms=[20, 60])
+        sc.go(waiter)
+        wait_in_line(sc, shared_key(name, "semaphore"), 1)
+        time.sleep(ttl / 1000 * 0.5)  # an arbitrary point of the renewal cycle
+        if fault == "SIGKILL":
+            sc.kill(victim)
+        else:
+            sc.pause(victim, frozen)
+            lost = sc.wait_record(victim, lambda r: r["e"] == "lost", within=5)
+            told_after.append(round((lost["t"] - sc.events[-1]["t"]) / MS))
+            assert told_after[-1] < 250, f"{lang} holder told lost {told_after[-1]} ms after SIGCONT"
+        struck = next(e["t"] for e in reversed(sc.events) if e["e"] in ("kill", "stop"))
+        entered = sc.wait_record(waiter, lambda r: r["e"] == "enter", within=5)
+        open(release, "w").close()
+        entered_after.append(round((entered["t"] - struck) / MS))
+        assert entered_after[-1] <= ttl + 200, f"{lang} holder {fault}: the waiter entered after {entered_after[-1]} ms"
+    sc.finish(within=20)
+    assert_clean(
+        sc,
+        f"semaphore (2 permits): {fault} of a permit holder (py, node, cli), one waiting",
+        {
+            "lease ms": ttl,
+            **({"frozen ms": int(frozen * 1000)} if fault == "SIGSTOP" else {}),
+            f"waiter entered after {fault}, ms": entered_after,
+            **({"told lost after SIGCONT, ms": told_after} if told_after else {}),
+        },
+    )
+
+
+def most_inside(records: List[Dict[str, Any]], kind: str) -> int:
+    """The most holders of `kind` inside one lock at once, by their enter and
+    exit records."""
+    edges = []
+    inside: Dict[str, Dict[str, Any]] = {}
+    for r in records:
+        if r["e"] == "enter" and r.get("kind") == kind:
+            inside[r["w"]] = r
+        elif r["e"] == "exit" and r["w"] in inside:
+            enter = inside.pop(r["w"])
+            edges += [(enter["t"], 1, enter["n"]), (r["t"], -1, enter["n"])]
+    most: Dict[str, int] = defaultdict(int)
+    level: Dict[str, int] = defaultdict(int)
+    for _, step, name in sorted(edges):
+        level[name] += step
+        most[name] = max(most[name], level[name])
+    return max(most.values(), default=0)
+
+
+def test_readers_writers_and_permit_holders_of_every_runtime_through_client_kill(scenario: Scenario) -> None:
+    """Python (sync and asyncio), Node and CLI workers take, round after
+    round, the read side, the write side or one of 2 permits of two names
+    while CLIENT KILL drops every client connection (commands and pub/sub)
+    again and again: the shared scripts retry, waiters are not stranded,
+    never a writer beside anyone, never more than 2 permit holders."""
+    sc = scenario
+    names = [sc.lock_name("shared-a"), sc.lock_name("shared-b")]
+    kinds = ["read", "read", "write", "semaphore"]
+    contend(sc, names, for_ms=2500, ttl_ms=1000, hold_ms=[30, 150], timeout_ms=4000, kind=kinds, permits=2)
+
+    def kill(i: int) -> None:
+        kind = ["normal", "pubsub"][i % 2]
+        sc.event("client-kill", kind=kind, dropped=sc.server.redis.client_kill_filter(_type=kind, skipme=True))
+
+    kills = repeatedly(0.15, 2.0, kill)
+    sc.finish(within=30)
+    records = sc.records()
+    entered = {kind: sum(1 for r in records if r["e"] == "enter" and r.get("kind") == kind) for kind in set(kinds)}
+    assert all(entered.values()), f"holdings by kind: {entered}"
+    assert_clean(
+        sc,
+        "read-write locks and semaphores (2 permits) through CLIENT KILL every 150 ms",
+        {
+            "CLIENT KILLs": kills,
+            "holdings by kind": dict(sorted(entered.items())),
+            "most readers inside at once (by enter and exit)": most_inside(records, "read"),
+            "most permit holders inside at once (by enter and exit)": most_inside(records, "semaphore"),
         },
     )

@@ -1,6 +1,8 @@
 'use strict'
 // A Node worker of the fault suite: the same protocol and records as
-// worker.py (see its docstring), through `client.using()`. Stamps come from
+// worker.py (see its docstring), through `client.using()` (a mutex) or the
+// `using()` of a read-write lock's side or a semaphore (the config's `kind`
+// and `permits`, as kinds.py reads them). Stamps come from
 // process.hrtime.bigint(), which is CLOCK_MONOTONIC, as Python's are. The
 // config's `url` may be a list (Redlock, or with `cluster: true` a Cluster's
 // seeds); `fair: true` waits in line; `until_file` ends each holding once
@@ -60,26 +62,45 @@ class Storage {
 const over = (t, end) => (cfg.until_file ? fs.existsSync(cfg.until_file) : t >= end)
 const lockOptions = () => ({ ttlMs: cfg.ttl_ms, timeoutMs: cfg.timeout_ms ?? undefined, fair: cfg.fair ?? false })
 
+// A round's name and kind, as kinds.py's choose() picks them: the kind as
+// records carry it (nothing for a mutex).
+function choose() {
+  const name = pick(cfg.names)
+  const kind = Array.isArray(cfg.kind) ? pick(cfg.kind) : (cfg.kind ?? 'mutex')
+  if (kind === 'mutex') return [name, {}]
+  return [name, kind === 'semaphore' ? { kind, permits: cfg.permits } : { kind }]
+}
+
+// Only holders alone write to the fenced storage (kinds.py's ALONE).
+const writes = (kind) => ['mutex', 'write'].includes(kind.kind ?? 'mutex')
+
+// Runs `fn(signal, lock)` holding the lock of `kind` on `name`.
+function using(client, name, kind, options, fn) {
+  if (kind.kind === 'semaphore') return client.semaphore(name, { ...options, permits: kind.permits }).using(fn)
+  if (kind.kind === 'read' || kind.kind === 'write') return client.rwLock(name, options)[kind.kind].using(fn)
+  return client.using(name, options, fn)
+}
+
 const errorOut = (e) => `error:${e?.name}:${e?.message}`.slice(0, 300)
 
 async function runRounds(client, storage) {
   const options = lockOptions()
   const until = now() + (cfg.for_ms ?? Infinity) * MS
   for (let n = 0; n < (cfg.rounds ?? Infinity) && now() < until; n++) {
-    const name = pick(cfg.names)
-    rec({ e: 'wait', n: name, t: now() })
+    const [name, kind] = choose()
+    rec({ e: 'wait', n: name, t: now(), ...kind })
     let tok = null
     try {
-      await client.using(name, options, async (signal, lock) => {
+      await using(client, name, kind, options, async (signal, lock) => {
         tok = lock.fencingToken
         const start = now()
-        rec({ e: 'enter', n: name, tok, t: start })
+        rec({ e: 'enter', n: name, tok, t: start, ...kind })
         signal.addEventListener('abort', () => rec({ e: 'lost', n: name, tok, t: now(), why: signal.reason?.message }))
         const end = start + uniform(cfg.hold_ms) * MS
         for (;;) {
           const t = now()
           if (signal.aborted) return
-          rec({ e: 'step', n: name, tok, t, ok: await storage.write(name, tok) })
+          rec({ e: 'step', n: name, tok, t, ...(writes(kind) ? { ok: await storage.write(name, tok) } : {}) })
           if (over(t, end)) return
           await sleep(cfg.step_ms ?? 5)
         }

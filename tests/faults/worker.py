@@ -8,8 +8,14 @@ every other worker's stamps on this machine):
   wait    before asking for a lock            exit    after releasing (out: released | lost | error:...)
   enter   the lock is held (tok: its token)   waited  gave up without it (out: timeout | error:...)
   step    a moment the holder still believed it held the lock (stamped *before*
-          asking `lost`) and wrote its token to the fenced storage (ok: accepted)
+          asking `lost`); a mutex holder or writer also wrote its token to the
+          fenced storage (ok: accepted)
   lost    the first moment the holder saw it was told the lease had ended
+
+`kind` chooses the lock: "mutex" (the default), "read" or "write" (the sides
+of the read-write lock of the name), or "semaphore" (one of `permits`
+permits); a list of kinds picks one per round. `wait` and `enter` records of
+the other kinds carry `kind` (and `permits`).
 
 Besides the names, lease and timings, the config chooses the deployment and
 the lock's mode: `url` is one URL or a list of them (a Redlock over
@@ -35,6 +41,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 import rlock
+
+from kinds import choose, writes
 
 MS = 1_000_000
 now = time.monotonic_ns
@@ -79,6 +87,17 @@ def lock_options() -> Dict[str, Any]:
     return {"ttl": cfg["ttl_ms"] / 1000, "timeout": seconds(cfg.get("timeout_ms")), "fair": cfg.get("fair", False)}
 
 
+def lock_of(client: Any, name: str, kind: Dict[str, Any]) -> Any:
+    """The lock of `kind` on `name`, made by a Client or an AsyncClient."""
+    k = kind.get("kind", "mutex")
+    if k == "semaphore":
+        return client.semaphore(name, permits=kind["permits"], **lock_options())
+    if k in ("read", "write"):
+        rw = client.rw_lock(name, **lock_options())
+        return rw.read() if k == "read" else rw.write()
+    return client.lock(name, **lock_options())
+
+
 def pause() -> None:
     lo, hi = cfg.get("gap_ms", [0, 0])
     if hi:
@@ -110,11 +129,11 @@ def hog_gil(until: int) -> threading.Thread:
     return t
 
 
-def hold(name: str, held: Any, storage: Storage, sleep: Callable[[float], Any]) -> Any:
+def hold(name: str, kind: Dict[str, Any], held: Any, storage: Storage, sleep: Callable[[float], Any]) -> Any:
     """The critical section, as a generator of sleeps (shared by both faces)."""
     tok = held.fencing_token
     start = now()
-    rec(e="enter", n=name, tok=tok, t=start)
+    rec(e="enter", n=name, tok=tok, t=start, **kind)
     end = start + int(hold_ms() * MS)
     if cfg.get("hog"):
         hog_gil(end).join()
@@ -124,7 +143,10 @@ def hold(name: str, held: Any, storage: Storage, sleep: Callable[[float], Any]) 
         if held.lost:
             rec(e="lost", n=name, tok=tok, t=t)
             return
-        rec(e="step", n=name, tok=tok, t=t, ok=storage.write(name, tok))
+        if writes(kind):
+            rec(e="step", n=name, tok=tok, t=t, ok=storage.write(name, tok))
+        else:
+            rec(e="step", n=name, tok=tok, t=t)
         if over(t, end):
             return
         yield sleep(cfg.get("step_ms", 5) / 1000)
@@ -148,13 +170,13 @@ def settle(name: str, tok: Optional[int], error: Optional[BaseException]) -> Non
 
 def run_sync(client: rlock.Client, storage: Storage) -> None:
     for _ in rounds():
-        name = rng.choice(cfg["names"])
-        rec(e="wait", n=name, t=now())
+        name, kind = choose(rng, cfg)
+        rec(e="wait", n=name, t=now(), **kind)
         tok, error = None, None
         try:
-            with client.lock(name, **lock_options()) as held:
+            with lock_of(client, name, kind) as held:
                 tok = held.fencing_token
-                for _ in hold(name, held, storage, time.sleep):
+                for _ in hold(name, kind, held, storage, time.sleep):
                     pass
         except Exception as e:
             error = e
@@ -164,13 +186,13 @@ def run_sync(client: rlock.Client, storage: Storage) -> None:
 
 async def run_async(client: rlock.AsyncClient, storage: Storage) -> None:
     for _ in rounds():
-        name = rng.choice(cfg["names"])
-        rec(e="wait", n=name, t=now())
+        name, kind = choose(rng, cfg)
+        rec(e="wait", n=name, t=now(), **kind)
         tok, error = None, None
         try:
-            async with client.lock(name, **lock_options()) as held:
+            async with lock_of(client, name, kind) as held:
                 tok = held.fencing_token
-                for s in hold(name, held, storage, asyncio.sleep):
+                for s in hold(name, kind, held, storage, asyncio.sleep):
                     await s
         except Exception as e:
             error = e
