@@ -89,7 +89,7 @@ test-faults: python-package node-package rust-programs
 
 .PHONY: test-netfaults
 ## Randomized network faults (replies lost after Redis applied them, slow replies, stalls, resets) on
-## one server, fair mode, a Cluster and a Redlock: 200 seeded schedules; RLOCK_NETFAULTS_SEED=N replays one.
+## one server, fair mode, a Cluster and a Redlock: 200 seeded mutex schedules and 40 of read-write locks and semaphores; RLOCK_NETFAULTS_SEED=N replays one.
 test-netfaults: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/netfaults -p no:cacheprovider

@@ -5,7 +5,8 @@
 //! One long-lived process runs schedule after schedule: each line on stdin is
 //! a JSON command (`{"op": "run", ...}` or `{"op": "exit"}`), answered with
 //! `{"done": RUN}` once every task of the run finished. Each task is its own
-//! `Lock` handle, so its own owner. Stamps come from CLOCK_MONOTONIC, the clock
+//! `Lock` handle (a mutex, the sides of a read-write lock, or a semaphore's
+//! permits), so its own owner. Stamps come from CLOCK_MONOTONIC, the clock
 //! Python's `time.monotonic_ns()` and Node's `process.hrtime.bigint()` read.
 //!
 //! ```sh
@@ -78,25 +79,75 @@ fn outcome(e: &Error) -> String {
     }
 }
 
+/// A task's lock by side: a read-write lock's two, or one for both (a mutex,
+/// a semaphore's permits).
+struct Sides {
+    read: Lock,
+    write: Lock,
+}
+
+impl Sides {
+    fn new(client: &Client, task: &Value, name: &str) -> Result<Sides, Error> {
+        let options = LockOptions::default()
+            .ttl(Duration::from_millis(
+                task["ttl_ms"].as_u64().unwrap_or(1000),
+            ))
+            .auto_renew(task["auto_renew"].as_bool().unwrap_or(true))
+            .fair(task["fair"].as_bool().unwrap_or(false));
+        let one = match task["kind"].as_str().unwrap_or("mutex") {
+            "rw" => {
+                let rw = client.rw_lock(name, options)?;
+                return Ok(Sides {
+                    read: rw.read().clone(),
+                    write: rw.write().clone(),
+                });
+            }
+            "semaphore" => client
+                .semaphore(name, task["permits"].as_i64().unwrap_or(1), options)?
+                .permits(task["take"].as_i64().unwrap_or(1))?,
+            _ => client.lock_with(name, options)?,
+        };
+        Ok(Sides {
+            read: one.clone(),
+            write: one,
+        })
+    }
+
+    fn side(&self, side: &str) -> &Lock {
+        match side {
+            "read" => &self.read,
+            _ => &self.write,
+        }
+    }
+}
+
 async fn run_task(client: Client, task: Value, out: Records) -> Result<(), Failure> {
     let k = task["task"].as_str().unwrap_or("?").to_owned();
     let name = task["name"].as_str().unwrap_or("?").to_owned();
     let mut rng = Rng(task["seed"].as_u64().unwrap_or(1).max(1));
-    let options = LockOptions::default()
-        .ttl(Duration::from_millis(
-            task["ttl_ms"].as_u64().unwrap_or(1000),
-        ))
-        .auto_renew(task["auto_renew"].as_bool().unwrap_or(true))
-        .fair(task["fair"].as_bool().unwrap_or(false));
-    let lock: Lock = client.lock_with(&name, options)?;
+    let rec = |record: Value| out.add(record, &k, &name);
+    let sides = match Sides::new(&client, &task, &name) {
+        Ok(sides) => sides,
+        Err(e) => {
+            rec(json!({"e": "refused", "t": now(), "what": outcome(&e)}));
+            return Ok(());
+        }
+    };
     let wait = match task["timeout_ms"].as_u64() {
         Some(ms) => Wait::For(Duration::from_millis(ms)),
         None => Wait::Forever,
     };
     let step = Duration::from_millis(task["step_ms"].as_u64().unwrap_or(5));
-    let rec = |record: Value| out.add(record, &k, &name);
-    for _ in 0..task["acquisitions"].as_u64().unwrap_or(1) {
-        rec(json!({"e": "wait", "t": now()}));
+    let nest_read = task["nest_read"].as_bool().unwrap_or(false);
+    let extend = task["extend"].as_bool().unwrap_or(false);
+    for i in 0..task["acquisitions"].as_u64().unwrap_or(1) {
+        let side = task["sides"][i as usize].as_str();
+        let lock = sides.side(side.unwrap_or("write"));
+        let inner = if nest_read { sides.side("read") } else { lock };
+        match side {
+            Some(side) => rec(json!({"e": "wait", "t": now(), "side": side})),
+            None => rec(json!({"e": "wait", "t": now()})),
+        }
         let held = match lock.acquire(wait).await {
             Ok(held) => held,
             Err(Error::Timeout { .. }) => {
@@ -112,9 +163,9 @@ async fn run_task(client: Client, task: Value, out: Records) -> Result<(), Failu
         rec(json!({"e": "enter", "tok": tok, "t": now()}));
         let hold = (rng.uniform(&task["hold_ms"]) * 1e6) as i64;
         let (end, middle) = (now() + hold, now() + hold / 2);
-        let mut nested = false;
+        let (mut nested, mut halfway) = (false, false);
         if task["nest"].as_bool().unwrap_or(false) {
-            match lock.acquire(Wait::Once).await {
+            match inner.acquire(Wait::Once).await {
                 Ok(_) => nested = true,
                 Err(e) => rec(
                     json!({"e": "note", "t": now(), "what": format!("nested acquire: {}", outcome(&e))}),
@@ -134,21 +185,32 @@ async fn run_task(client: Client, task: Value, out: Records) -> Result<(), Failu
             if t >= end {
                 break;
             }
-            if nested && t >= middle {
-                nested = false;
-                if let Err(e) = lock.release().await {
-                    rec(
-                        json!({"e": "note", "t": now(), "what": format!("nested release: {}", outcome(&e))}),
-                    );
+            if !halfway && t >= middle {
+                halfway = true;
+                if nested {
+                    nested = false;
+                    if let Err(e) = inner.release().await {
+                        rec(
+                            json!({"e": "note", "t": now(), "what": format!("nested release: {}", outcome(&e))}),
+                        );
+                    }
+                    rec(json!({"e": "nested", "tok": tok, "t": now()}));
                 }
-                rec(json!({"e": "nested", "tok": tok, "t": now()}));
+                if extend {
+                    if let Err(e) = lock.extend(None).await {
+                        rec(
+                            json!({"e": "note", "t": now(), "what": format!("extend: {}", outcome(&e))}),
+                        );
+                    }
+                    rec(json!({"e": "nested", "tok": tok, "t": now()}));
+                }
             }
             tokio::time::sleep(step).await;
         }
         rec(json!({"e": "rel", "tok": tok, "t": now()}));
         let mut result = "released".to_owned();
         if nested {
-            if let Err(e) = lock.release().await {
+            if let Err(e) = inner.release().await {
                 result = outcome(&e);
             }
         }

@@ -4,8 +4,10 @@ seeds to run, and a summary of what ran: schedules per mode, faults injected
 by kind, violations.
 
 `RLOCK_NETFAULTS_SEED=<seed>` (or `--netfaults-seed`) runs just that schedule;
-`--netfaults-schedules N` (default 200) runs seeds 0..N-1 from
-`--netfaults-first` (default 0). `RLOCK_NETFAULTS_KEEP=DIR` keeps the records."""
+`--netfaults-schedules N` (default 200) runs N mutex seeds from
+`--netfaults-first` (default 0), and `--netfaults-shared M` (default 40) M
+read-write lock and semaphore seeds from `schedule.SHARED_FIRST` plus that
+first. `RLOCK_NETFAULTS_KEEP=DIR` keeps the records."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any, Iterator, List
 import pytest
 
 from driver import Driver
+from schedule import SHARED_FIRST
 
 # The session's driver, for the summary.
 DRIVERS: List[Driver] = []
@@ -24,6 +27,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("netfaults")
     group.addoption("--netfaults-seed", type=int, default=None, help="replay one schedule")
     group.addoption("--netfaults-schedules", type=int, default=200, help="how many schedules")
+    group.addoption("--netfaults-shared", type=int, default=40,
+                    help="how many read-write lock and semaphore schedules")
     group.addoption("--netfaults-first", type=int, default=0, help="the first seed")
 
 
@@ -34,7 +39,8 @@ def seeds(config: pytest.Config) -> List[int]:
     if one is not None:
         return [one]
     first = config.getoption("--netfaults-first")
-    return list(range(first, first + config.getoption("--netfaults-schedules")))
+    return (list(range(first, first + config.getoption("--netfaults-schedules")))
+            + list(range(SHARED_FIRST + first, SHARED_FIRST + first + config.getoption("--netfaults-shared"))))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,6 +1,7 @@
 """Runs schedules: long-lived Python, Node and Rust workers take their tasks
 as JSON commands, the faults fire on the proxies at their planned times, and
-the checker judges the records. One lock per schedule."""
+the checker judges the records. One lock per schedule: a mutex, a read-write
+lock or a semaphore."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from rlock_test_support.background import Background
 from rlock_test_support.keys import lock_key
@@ -21,6 +22,7 @@ from rlock_test_support.processes import Child, Silent
 from rlock_test_support.report import Report
 
 import deployments
+import scripts
 from netchecker import Fault, check
 from schedule import Schedule, make
 
@@ -85,7 +87,8 @@ class Outcome:
     injected: Counter = field(default_factory=Counter)
 
     def explain(self) -> str:
-        return (f"seed {self.schedule.seed} ({self.schedule.mode}): {self.report.violations} violation(s)\n"
+        return (f"seed {self.schedule.seed} ({self.schedule.mode}, {self.schedule.kind}): "
+                f"{self.report.violations} violation(s)\n"
                 + "\n".join(f"  {p}" for p in self.report.problems)
                 + f"\n  schedule: {self.schedule.describe()}"
                 + f"\n  replay: RLOCK_NETFAULTS_SEED={self.schedule.seed} make test-netfaults")
@@ -119,11 +122,8 @@ class Driver:
         sched = make(seed)
         d = self.deployment(sched.mode)
         name = f"nf:{seed}:{uuid.uuid4().hex[:8]}"
-        by_lang: Dict[str, List[Dict[str, Any]]] = {}
         for task in sched.tasks:
-            by_lang.setdefault(task["lang"], []).append({**task, "name": name})
-        records = {lang: os.path.join(self.dir, f"{seed}.{lang}.jsonl") for lang in by_lang}
-        workers = {lang: self.worker(lang) for lang in by_lang}
+            self.worker(task["lang"])  # started before the faults' clock does
         marks = [len(p.log) for p in d.proxies]
         # The proxy in front of the Cluster master that serves this lock.
         home = d.servers.index(d.cluster.master_of(lock_key(name))) if d.cluster else 0
@@ -134,15 +134,7 @@ class Driver:
                 handles.append(self.bg.loop.call_later(f.at_ms / 1000, self._fire, d, f, home))
 
         self.bg.call(arm)
-        for lang, w in workers.items():
-            w.command({"op": "run", "run": seed, "url": d.url, "cluster": d.cluster is not None,
-                       "records": records[lang], "tasks": by_lang[lang]})
-        stuck = []
-        for lang, w in workers.items():
-            if w.expect("done", RUN_LIMIT_S) is None:
-                stuck.append(f"{lang} worker did not finish within {RUN_LIMIT_S} s: {w.stderr()}")
-                w.proc.kill()
-                w.proc.wait()
+        rows, stuck = self.tasks(d, seed, name, sched.tasks)
 
         def disarm() -> None:
             for h in handles:
@@ -155,6 +147,37 @@ class Driver:
             with open(os.path.join(self.dir, f"{seed}.faults.json"), "w") as f:
                 json.dump({"schedule": json.loads(sched.describe()), "hit": hit}, f)
         faults = [Fault(e["at"], e["what"], e["kind"], e["for_ms"], e["ms"]) for e in hit]
+        tasks = {t["task"]: t for t in sched.tasks}
+        redlock = sched.mode == "redlock"
+        report = check(rows, tasks, faults, fencing=not redlock,
+                       node_timeout_ms=REDLOCK_NODE_TIMEOUT_MS if redlock else None)
+        for s in stuck:
+            report.fail(f"[3] {s}")
+        injected = Counter(e["what"] for e in hit)
+        # The shared scripts whose replies were dropped, by name.
+        injected.update(f"drop_reply {scripts.NAMES[e['script']]}" for e in hit if e.get("script") in scripts.NAMES)
+        outcome = Outcome(sched, report, injected)
+        self.outcomes.append(outcome)
+        return outcome
+
+    def tasks(self, d: deployments.Deployment, run: int, name: str, tasks: List[Dict[str, Any]]
+              ) -> Tuple[List[Dict[str, Any]], List[str]]:
+        """Runs `tasks` on the lock `name` of deployment `d`, each by its
+        language's worker: their records, and the workers that got stuck."""
+        by_lang: Dict[str, List[Dict[str, Any]]] = {}
+        for task in tasks:
+            by_lang.setdefault(task["lang"], []).append({**task, "name": name})
+        records = {lang: os.path.join(self.dir, f"{run}.{lang}.jsonl") for lang in by_lang}
+        workers = {lang: self.worker(lang) for lang in by_lang}
+        for lang, w in workers.items():
+            w.command({"op": "run", "run": run, "url": d.url, "cluster": d.cluster is not None,
+                       "records": records[lang], "tasks": by_lang[lang]})
+        stuck = []
+        for lang, w in workers.items():
+            if w.expect("done", RUN_LIMIT_S) is None:
+                stuck.append(f"{lang} worker did not finish within {RUN_LIMIT_S} s: {w.stderr()}")
+                w.proc.kill()
+                w.proc.wait()
         rows: List[Dict[str, Any]] = []
         for path in records.values():
             if os.path.exists(path):
@@ -162,21 +185,22 @@ class Driver:
                     rows.extend(json.loads(line) for line in f if line.endswith("\n"))
                 if not self.keep:
                     os.unlink(path)
-        tasks = {t["task"]: t for t in sched.tasks}
-        redlock = sched.mode == "redlock"
-        report = check(rows, tasks, faults, fencing=not redlock,
-                       node_timeout_ms=REDLOCK_NODE_TIMEOUT_MS if redlock else None)
-        for s in stuck:
-            report.fail(f"[3] {s}")
-        outcome = Outcome(sched, report, Counter(e["what"] for e in hit))
-        self.outcomes.append(outcome)
-        return outcome
+        return rows, stuck
+
+    def refusals(self) -> Tuple[List[Dict[str, Any]], List[str]]:
+        """Each language's worker making a read-write lock and a semaphore on
+        the Redlock, one task each: their records, and the workers stuck."""
+        tasks = [{"task": f"{lang}.{kind}", "lang": lang, "kind": kind, "permits": 2, "take": 1, "sides": ["write"],
+                  "ttl_ms": 500, "auto_renew": True, "fair": False, "timeout_ms": 500, "acquisitions": 1,
+                  "hold_ms": [10, 10], "gap_ms": [0, 0], "step_ms": 5, "nest": False, "seed": 1}
+                 for lang in COMMANDS for kind in ("rw", "semaphore")]
+        return self.tasks(self.deployment("redlock"), -1, f"nf:refused:{uuid.uuid4().hex[:8]}", tasks)
 
     def _fire(self, d: deployments.Deployment, f: Any, home: int) -> None:
         targets = d.proxies if f.target == "all" else [d.proxies[home if f.target == "home" else f.target]]
         for p in targets:
             if f.what == "drop_reply":
-                p.drop_reply(f.kind, f.n, f.commands)
+                p.drop_reply(f.kind, f.n, f.commands, [scripts.SHAS[s] for s in f.scripts] if f.scripts else None)
             elif f.what == "delay":
                 p.delay(f.kind, f.ms, f.for_ms)
             elif f.what == "stall":
@@ -186,16 +210,21 @@ class Driver:
 
     def summary(self) -> List[str]:
         modes = Counter(o.schedule.mode for o in self.outcomes)
+        kinds = Counter(o.schedule.kind for o in self.outcomes)
         injected: Counter = Counter()
         for o in self.outcomes:
             injected.update(o.injected)
         failing = [o for o in self.outcomes if o.report.violations]
         margins = [o.report.figures["closest wait to its bound ms"] for o in self.outcomes
                    if "closest wait to its bound ms" in o.report.figures]
+        by_script = {k.split(" ", 1)[1]: injected.pop(k) for k in list(injected) if k.startswith("drop_reply ")}
         return [
-            f"schedules run: {len(self.outcomes)} ({', '.join(f'{m} {n}' for m, n in sorted(modes.items()))})",
+            f"schedules run: {len(self.outcomes)} ({', '.join(f'{m} {n}' for m, n in sorted(modes.items()))}; "
+            f"{', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})",
             f"faults injected: {sum(injected.values())} "
             f"({', '.join(f'{k} {v}' for k, v in sorted(injected.items())) or 'none'})",
+            f"replies dropped of a read-write lock's or semaphore's script: "
+            f"{', '.join(f'{k} {v}' for k, v in sorted(by_script.items())) or 'none'}",
             f"longest free stretch a waiter saw, against its bound: {max(margins, default=0):+.0f} ms",
             f"violations: {sum(o.report.violations for o in failing)} in {len(failing)} schedule(s)"
             + (f", seeds {' '.join(str(o.schedule.seed) for o in failing)}" if failing else ""),

@@ -1,6 +1,8 @@
 """Judges one network-fault schedule after the fact, from what the workers
 recorded (see worker.py) and the faults the driver injected, all on one clock
-(CLOCK_MONOTONIC nanoseconds). One lock per schedule.
+(CLOCK_MONOTONIC nanoseconds). One lock per schedule: a mutex, a read-write
+lock or a semaphore, whose capacity (capacity.py) replaces "one holder" in
+the promises below for the last two.
 
 A holder *believes* it holds the lock at each `step` stamp (taken before it
 asked whether it was told the lease ended, and the answer was no); it is
@@ -9,18 +11,25 @@ first step never entered (counted). The promises, for every schedule:
 
 1. Exclusion: no holder enters while another still believes: every holder's
    [first belief, last belief] interval holds no other holder's first belief.
+   Shared kinds: a holder enters only while those still believing and it fit
+   in the lock: never a writer with anyone else inside, never more permits
+   held than the semaphore has.
 2. Honest loss: a holder without auto-renew stops believing by the end of its
    lease in Redis (at the latest the lease after its entry or after its last
-   nested acquire or release returned: both reset the lease). A
-   holder whose lease ended while it still ran (another holder
-   entered before it began to let go) was told: a `lost` record, or letting go
-   answered lost / not owned. The other way round, a holder whose whole holding,
-   release included, fitted in its lease with no other entry before its
-   release began, was not told "lost": that report would be false (timed from
-   the start of its wait, which is as early as its lease can start). Excused: a
-   stall between the start of its wait and its exit (renewals starve, and a
-   lease timed from a stalled request may be over on arrival), or two broken
-   command connections then (a request and its one retry may both fail).
+   nested acquire or release or extension returned: each resets the lease). A
+   holder whose lease ended while it still ran (another holder entered before
+   it began to let go) was told: a `lost` record, or letting go answered lost /
+   not owned. Shared kinds: when a holder enters and, counting every holder
+   that entered before and had not begun to let go, the lock holds more than
+   it admits, enough of those were told to make room. The other way round, a
+   holder whose whole holding, release included, fitted in its lease with no
+   other entry before its release began (shared kinds: none the lock could
+   admit only without it), was not told "lost": that report would be false
+   (timed from the start of its wait, which is as early as its lease can
+   start). Excused: a stall between the start of its wait and its exit
+   (renewals starve, and a lease timed from a stalled request may be over on
+   arrival), or two broken command connections then (a request and its one
+   retry may both fail).
 3. Waiting: no waiter waits through a stretch longer than `Bounds.free_ms` while
    the lock is free (held by nobody on the records' evidence):
    - `SLACK_MS` on a fault-free wire (a release message wakes a waiter at once,
@@ -39,10 +48,21 @@ first step never entered (counted). The promises, for every schedule:
    a release), or until its lease may have ended when it did not let go cleanly:
    `LOST_SLACK` after it was told lost, the whole lease after an error.
    A timed-out wait ends no later than its deadline + the same bound.
+   Shared kinds: "free" is free for that waiter: a writer, like a mutex's
+   waiter, needs nobody inside; a reader needs no writer inside nor waiting
+   (writers go first); a semaphore's waiter needs its permits free beside
+   those held and those asked by the waiters who came before it (the line is
+   served in order). A task that could not make its lock never waited: a
+   violation.
 4. Fencing: tokens strictly increase across holders in the order they entered (not under
    Redlock, which promises no token order: each master counts on its own). The
    same owner getting the same token again after its release went unanswered
-   is that holding resumed, not a new one: counted.
+   is that holding resumed, not a new one: counted. Shared kinds: every
+   token is unique (but a holding resumed), a token issued before another's
+   wait began is below it (but for an owner whose wait or release before
+   ended in an error: Redis may have applied that acquisition, which it
+   re-entered; counted), and writers' tokens grow in entry order against
+   everyone's.
 """
 
 from __future__ import annotations
@@ -53,6 +73,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rlock_test_support.report import Report
 from rlock_test_support.spans import MS, longest_free, merge
+
+from capacity import Capacity
 
 SLACK_MS = 250
 RECONNECT_MS = 250
@@ -70,6 +92,11 @@ class Section:
     asked: int = 0  # when its wait began: the request that set its lease left after this
     renewed: int = 0  # the latest moment a request of its own may have reset its lease
     auto_renew: bool = True
+    side: str = "write"  # read | write: a read-write lock's side (a mutex's and a semaphore's write)
+    take: int = 1  # the permits it holds
+    # Its owner's last wait or release before it ended in an error: Redis may
+    # have applied that acquisition, which this one then re-entered, token and all.
+    after_error: bool = False
     beliefs: List[int] = field(default_factory=list)
     lost: Optional[int] = None
     rel: Optional[int] = None
@@ -94,6 +121,17 @@ class Section:
     def told(self) -> bool:
         return self.lost is not None or self.out in ("lost", "notowned")
 
+    @property
+    def let_go(self) -> Optional[int]:
+        """When it began to let go (None: never)."""
+        return self.rel if self.rel is not None else self.exit
+
+    def resumes(self, earlier: "Section") -> bool:
+        """Whether it is `earlier` resumed by the same owner after its release
+        went unanswered (README, Guarantees: the watchdog), not a new holding."""
+        return (earlier.task == self.task and earlier.token == self.token and earlier.out is not None
+                and earlier.out.startswith("error"))
+
     def held_until(self) -> int:
         """The latest the lock may have stayed taken by this holding."""
         end = self.exit if self.exit is not None else max([self.enter, *self.beliefs])
@@ -116,6 +154,8 @@ class Wait:
     timeout_ms: Optional[float]
     end: Optional[int] = None
     out: Optional[str] = None
+    side: str = "write"
+    take: int = 1
 
 
 @dataclass
@@ -147,26 +187,33 @@ class Fault:
         return self.what in ("reset", "drop_reply", "cut_request") and self.kind in ("pubsub", "any")
 
 
-def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]) -> Tuple[List[Section], List[Wait], List[str]]:
+def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]
+          ) -> Tuple[List[Section], List[Wait], List[str], List[str]]:
+    """The holdings, the waits, the notes and the refusals the records tell."""
     sections: List[Section] = []
     waits: List[Wait] = []
     notes: List[str] = []
+    refused: List[str] = []
     open_section: Dict[str, Section] = {}
     open_wait: Dict[str, Wait] = {}
+    errored: Dict[str, bool] = {}
     for r in records:
         k, e = r["k"], r["e"]
         task = tasks[k]
         if e == "wait":
-            open_wait[k] = Wait(k, r["t"], task["ttl_ms"], task.get("timeout_ms"))
+            open_wait[k] = Wait(k, r["t"], task["ttl_ms"], task.get("timeout_ms"), side=r.get("side", "write"),
+                                take=task.get("take", 1))
             waits.append(open_wait[k])
         elif e == "waited":
             w = open_wait.pop(k)
             w.end, w.out = r["t"], r["out"]
+            errored[k] = errored.get(k, False) or w.out.startswith("error")
         elif e == "enter":
             w = open_wait.pop(k)
             w.end, w.out = r["t"], "acquired"
             open_section[k] = Section(k, r["tok"], r["t"], task["ttl_ms"], asked=w.start, renewed=r["t"],
-                                      auto_renew=task.get("auto_renew", True))
+                                      auto_renew=task.get("auto_renew", True), side=w.side, take=w.take,
+                                      after_error=errored.get(k, False))
             sections.append(open_section[k])
         elif e == "step":
             open_section[k].beliefs.append(r["t"])
@@ -180,9 +227,12 @@ def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]) -
         elif e == "exit":
             s = open_section.pop(k)
             s.exit, s.out = r["t"], r["out"]
+            errored[k] = s.out.startswith("error")
         elif e == "note":
             notes.append(f"{k}: {r['what']}")
-    return sections, waits, notes
+        elif e == "refused":
+            refused.append(f"{k}: {r['what']}")
+    return sections, waits, notes, refused
 
 
 def check(
@@ -193,17 +243,20 @@ def check(
     node_timeout_ms: Optional[float] = None,
 ) -> Report:
     """`tasks`: each task's settings by task id (ttl_ms, timeout_ms as given
-    to the worker); `fencing`: whether tokens must grow (not under Redlock);
-    `node_timeout_ms`: a Redlock's node timeout."""
+    to the worker, and the lock's kind, permits and take); `fencing`: whether
+    tokens must grow (not under Redlock); `node_timeout_ms`: a Redlock's node
+    timeout."""
     report = Report(shown=20)
-    sections, waits, notes = build(records, tasks)
+    cap = Capacity.of(tasks)
+    sections, waits, notes, refused = build(records, tasks)
     # Promises 1, 2 and 4 are about holders that believed they held the lock,
     # in the order they began to (an acquisition told lost before its first
     # step never used the lock, nor its token).
     inside = sorted((s for s in sections if s.inside), key=lambda s: s.believed_from)
-    starts = [s.believed_from for s in inside]
     for n in notes:
         report.count("nested calls that failed")
+    for r in refused:
+        report.fail(f"[3] {r} (making the lock failed: the task never waited)")
     for s in sections:
         report.count("holdings")
         if not s.inside:
@@ -216,20 +269,11 @@ def check(
             report.count("release errors")
 
     # 1. Exclusion, and 2. honest loss.
+    if cap.shared:
+        _capacity(inside, cap, report)
+    else:
+        _exclusion(inside, report)
     for a in inside:
-        i = bisect.bisect_right(starts, a.believed_from)
-        later = inside[i:]
-        for b in later:
-            if b.believed_from > a.believed_until:
-                break
-            report.fail(f"[1] {b} entered while {a} still believed it held the lock "
-                        f"(until {(a.believed_until - b.believed_from) / MS:.1f} ms later)")
-        let_go = a.rel if a.rel is not None else a.exit
-        cut_short = [b for b in later if let_go is None or b.believed_from < let_go]
-        if cut_short and not a.told:
-            b = cut_short[0]
-            report.fail(f"[2] {b} entered {(b.believed_from - a.believed_until) / MS:.1f} ms after {a}'s last "
-                        f"belief, before it let go, and {a} was never told (let go with {a.out!r})")
         # Unrenewed, Redis lets the lease go by the lease after the last request
         # that set it; believing past that is believing past Redis' expiry.
         expiry = a.renewed + int(a.ttl_ms * MS)
@@ -238,8 +282,8 @@ def check(
                         f"after its unrenewed {a.ttl_ms:.0f} ms lease ended in Redis")
 
     for a in sections:
-        let_go = a.rel if a.rel is not None else a.exit
-        rivals = [b for b in inside if b is not a and a.enter <= b.believed_from and (let_go is None or b.believed_from < let_go)]
+        rivals = [b for b in inside if b is not a and a.enter <= b.believed_from
+                  and (a.let_go is None or b.believed_from < a.let_go) and _crowds(cap, a, b, inside)]
         if a.told and not rivals and a.exit is not None:
             # The lease is timed from before the request that set it, which may
             # have left any time during the wait.
@@ -262,16 +306,10 @@ def check(
                 report.count("losses under faults")
 
     # 4. Fencing.
-    for a, b in zip(inside, inside[1:]):
-        if a.token is not None and b.token is not None and not b.token > a.token:
-            if a.task == b.task and a.token == b.token and a.out is not None and a.out.startswith("error"):
-                # Its release went unanswered: the same owner taking the name
-                # again resumes that holding (README, Guarantees: the watchdog).
-                report.count("holdings resumed after an unanswered release")
-            elif fencing:
-                report.fail(f"[4] {b} entered after {a} with token {b.token} <= {a.token}")
-            else:
-                report.count("tokens out of entry order (Redlock: none promised)")
+    if cap.shared:
+        _unique_tokens(sections, inside, cap, report)
+    else:
+        _growing_tokens(inside, fencing, report)
 
     # 3. Waiting.
     busy = merge([(s.enter, s.held_until()) for s in sections])
@@ -294,7 +332,7 @@ def check(
                     report.fail(f"[3] {w.task} gave up {late:.0f} ms past its deadline")
         if w.out not in ("acquired", "timeout"):
             continue
-        lo, hi = longest_free(busy, w.start, w.end)
+        lo, hi = longest_free(_busy_for(w, cap, sections, waits) if cap.shared else busy, w.start, w.end)
         gap = (hi - lo) / MS
         report.peak("max free while waiting ms", gap)
         bound = SLACK_MS + allowance(w, lo, hi, faults, lossy, node_timeout_ms)
@@ -303,9 +341,144 @@ def check(
             report.figures["closest wait to its bound ms"] = round(gap - bound, 1)
         if gap > bound:
             report.fail(f"[3] {w.task} waited through {gap:.0f} ms while the lock was free "
-                        f"(bound {bound:.0f} ms from the faults)")
+                        f"{'for it ' if cap.shared else ''}(bound {bound:.0f} ms from the faults)")
     report.figures.setdefault("violations", 0)
     return report
+
+
+def _exclusion(inside: List[Section], report: Report) -> None:
+    """1. and 2. for a mutex: nobody enters while another believes, and a
+    holder someone entered before it let go was told."""
+    starts = [s.believed_from for s in inside]
+    for a in inside:
+        i = bisect.bisect_right(starts, a.believed_from)
+        later = inside[i:]
+        for b in later:
+            if b.believed_from > a.believed_until:
+                break
+            report.fail(f"[1] {b} entered while {a} still believed it held the lock "
+                        f"(until {(a.believed_until - b.believed_from) / MS:.1f} ms later)")
+        cut_short = [b for b in later if a.let_go is None or b.believed_from < a.let_go]
+        if cut_short and not a.told:
+            b = cut_short[0]
+            report.fail(f"[2] {b} entered {(b.believed_from - a.believed_until) / MS:.1f} ms after {a}'s last "
+                        f"belief, before it let go, and {a} was never told (let go with {a.out!r})")
+
+
+def _capacity(inside: List[Section], cap: Capacity, report: Report) -> None:
+    """1. and 2. for a read-write lock or a semaphore: each entry fits beside
+    those still believing; beside every holder that had not begun to let go,
+    it fits once those told lost are left out."""
+    for b in inside:
+        t = b.believed_from
+        before = [s for s in inside if s is not b and s.believed_from <= t]
+        believing = [s for s in before if s.believed_until >= t]
+        if not cap.fits(believing + [b]):
+            report.fail(f"[1] {b} ({_what(b, cap)}) entered while {_list(believing, cap)} still believed "
+                        f"they held {cap}")
+            continue
+        holding = [s for s in before if s.let_go is None or t < s.let_go]
+        untold = [s for s in holding if not s.told]
+        if not cap.fits(untold + [b]):
+            done = [s for s in untold if s.believed_until < t]
+            report.fail(f"[2] {b} ({_what(b, cap)}) entered before {_list(done, cap)} let go, more than {cap} "
+                        f"admits beside {_list(believing, cap) or 'nobody else'}, and none of them was told")
+
+
+def _crowds(cap: Capacity, a: Section, b: Section, inside: List[Section]) -> bool:
+    """Whether `b` entering while `a` held (a's lease still running) is more than
+    the lock admits, counting the others then holding and told nothing."""
+    if not cap.shared:
+        return True
+    t = b.believed_from
+    others = [s for s in inside if s is not a and s is not b and s.believed_from <= t
+              and (s.let_go is None or t < s.let_go) and not s.told]
+    return not cap.fits(others + [a, b])
+
+
+def _growing_tokens(inside: List[Section], fencing: bool, report: Report) -> None:
+    for a, b in zip(inside, inside[1:]):
+        if a.token is not None and b.token is not None and not b.token > a.token:
+            if b.resumes(a):
+                report.count("holdings resumed after an unanswered release")
+            elif fencing:
+                report.fail(f"[4] {b} entered after {a} with token {b.token} <= {a.token}")
+            else:
+                report.count("tokens out of entry order (Redlock: none promised)")
+
+
+def _unique_tokens(sections: List[Section], inside: List[Section], cap: Capacity, report: Report) -> None:
+    """4. for a read-write lock or a semaphore: holders share the lock, so
+    their entry order need not be their tokens' order, but for writers."""
+    by_token: Dict[int, Section] = {}
+    for s in sorted(sections, key=lambda s: s.enter):
+        if s.token is None:
+            continue
+        first = by_token.setdefault(s.token, s)
+        if first is s:
+            continue
+        if s.resumes(first):
+            report.count("holdings resumed after an unanswered release")
+        else:
+            report.fail(f"[4] {s} got the token {first} got already")
+    for a in sections:
+        for b in sections:
+            if a.token is None or b.token is None or a.token == b.token:
+                continue
+            if a.enter < b.asked and not b.token > a.token:
+                if b.after_error:
+                    report.count("holdings perhaps resumed after an unanswered request")
+                    continue
+                report.fail(f"[4] {b} began to wait after {a} entered, yet got token {b.token} < {a.token}")
+    for i, a in enumerate(inside):
+        for b in inside[i + 1:]:
+            if "write" not in (a.side, b.side) or cap.kind != "rw" or a.token is None or b.token is None:
+                continue
+            if not b.token > a.token and not b.resumes(a):
+                report.fail(f"[4] {b} ({b.side}) entered after {a} ({a.side}) with token {b.token} <= {a.token}")
+
+
+def _busy_for(w: Wait, cap: Capacity, sections: List[Section], waits: List[Wait]) -> List[Tuple[int, int]]:
+    """When the lock was not free for waiter `w` (see 3.), merged."""
+    if cap.kind == "rw" and w.side == "write":
+        return merge([(s.enter, s.held_until()) for s in sections])
+    never = max([s.held_until() for s in sections] + [v.end or 0 for v in waits] + [w.end or 0]) + 1
+
+    def until(v: Wait) -> int:
+        return v.end if v.end is not None else never
+
+    if cap.kind == "rw":
+        # A writer inside, or waiting: readers wait behind it.
+        return merge([(s.enter, s.held_until()) for s in sections if s.side == "write"]
+                     + [(v.start, until(v)) for v in waits if v is not w and v.side == "write"])
+    # A semaphore: the permits held, and those asked before it in the line.
+    load = [(s.enter, s.held_until(), s.take) for s in sections]
+    load += [(v.start, until(v), v.take) for v in waits if v is not w and v.start < w.start]
+    return _over(load, cap.permits - w.take)
+
+
+def _over(load: List[Tuple[int, int, int]], room: int) -> List[Tuple[int, int]]:
+    """The spans where the load (spans with weights) is above `room`."""
+    events = sorted([(lo, n) for lo, hi, n in load if hi > lo] + [(hi, -n) for lo, hi, n in load if hi > lo],
+                    key=lambda e: (e[0], e[1]))
+    spans: List[Tuple[int, int]] = []
+    total, since = 0, None
+    for t, n in events:
+        total += n
+        if total > room and since is None:
+            since = t
+        elif total <= room and since is not None:
+            spans.append((since, t))
+            since = None
+    return merge(spans)
+
+
+def _what(s: Section, cap: Capacity) -> str:
+    return f"{s.take} permit{'s' if s.take > 1 else ''}" if cap.kind == "semaphore" else s.side
+
+
+def _list(sections: Sequence[Section], cap: Capacity) -> str:
+    return ", ".join(f"{s} ({_what(s, cap)})" for s in sections)
 
 
 def allowance(w: Wait, lo: int, hi: int, faults: Sequence[Fault], lossy: List[int],

@@ -6,10 +6,12 @@ PSUBSCRIBE), so a fault can target either.
 
 Faults (each counted in `injected` by kind when it actually hits a wire):
 
-- `drop_reply(kind, n, commands)`: the next `n` requests of that kind of
-  connection (optionally only those commands) are forwarded to Redis, their
-  replies are thrown away, and the connection is reset once Redis had time to
-  apply them: Redis did the work, the client never hears.
+- `drop_reply(kind, n, commands, scripts)`: the next `n` requests of that kind
+  of connection (optionally only those commands, and only those scripts: an
+  EVALSHA of one of the SHAs, or an EVAL of a body with one of them) are
+  forwarded to Redis, their replies are thrown away, and the connection is
+  reset once Redis had time to apply them: Redis did the work, the client
+  never hears.
 - `delay(kind, ms, for_ms)`: for `for_ms`, every server->client chunk on those
   connections is delivered `ms` late (order kept).
 - `stall(kind, for_ms)`: nothing is forwarded either way on those connections
@@ -26,6 +28,7 @@ Faults (each counted in `injected` by kind when it actually hits a wire):
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import time
 from collections import Counter
@@ -84,6 +87,19 @@ def command_of(request: bytes) -> bytes:
     return request[nl + 2:nl + 2 + size].upper()
 
 
+def script_of(request: bytes) -> Optional[str]:
+    """The SHA-1 (hex) of the script an EVALSHA or EVAL request runs, else None."""
+    command = command_of(request)
+    if command not in (b"EVALSHA", b"EVAL") or request[:1] != b"*":
+        return None
+    at = request.index(b"\r\n") + 2
+    for _ in range(2):  # the command, then its first argument
+        nl = request.index(b"\r\n", at)
+        size = int(request[at + 1:nl])
+        arg, at = request[nl + 2:nl + 2 + size], nl + 2 + size + 2
+    return arg.decode().lower() if command == b"EVALSHA" else hashlib.sha1(arg).hexdigest()
+
+
 @dataclass(eq=False)  # hashed by identity: kept in a set of open connections
 class _Conn:
     client_w: asyncio.StreamWriter
@@ -110,6 +126,12 @@ class _Drop:
     left: int
     commands: Optional[Set[bytes]]
     mid: bool = False  # cut the request halfway instead of dropping its reply
+    scripts: Optional[Set[str]] = None  # SHA-1s (hex) of the scripts it waits for
+
+    def takes(self, command: bytes, request: bytes) -> bool:
+        if self.commands is not None and command not in self.commands:
+            return False
+        return self.scripts is None or script_of(request) in self.scripts
 
 
 class FaultProxy:
@@ -118,7 +140,8 @@ class FaultProxy:
         self.target_port = target_port
         self.rng = random.Random(seed)
         self.injected: Counter[str] = Counter()
-        # Every fault as it hit: {"at": monotonic ns, "what", "kind", "for_ms", "ms"}.
+        # Every fault as it hit: {"at": monotonic ns, "what", "kind", "for_ms", "ms",
+        # "script": the SHA-1 of the script whose reply a drop picked by script}.
         self.log: List[Dict[str, Any]] = []
         self.conns: Set[_Conn] = set()
         self.delays: List[_Window] = []
@@ -138,8 +161,10 @@ class FaultProxy:
 
     # Faults, called on the loop.
 
-    def drop_reply(self, kind: str, n: int = 1, commands: Optional[Sequence[str]] = None) -> None:
-        self.drops.append(_Drop(kind, n, {c.upper().encode() for c in commands} if commands else None))
+    def drop_reply(self, kind: str, n: int = 1, commands: Optional[Sequence[str]] = None,
+                   scripts: Optional[Sequence[str]] = None) -> None:
+        self.drops.append(_Drop(kind, n, {c.upper().encode() for c in commands} if commands else None,
+                                scripts={s.lower() for s in scripts} if scripts else None))
 
     def delay(self, kind: str, ms: float, for_ms: float) -> None:
         self.delays.append(_Window(kind, time.monotonic() + for_ms / 1000, ms))
@@ -180,9 +205,10 @@ class FaultProxy:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _hit(self, what: str, kind: str, for_ms: float = 0.0, ms: float = 0.0) -> None:
+    def _hit(self, what: str, kind: str, for_ms: float = 0.0, ms: float = 0.0, script: Optional[str] = None) -> None:
         self.injected[what] += 1
-        self.log.append({"at": time.monotonic_ns(), "what": what, "kind": kind, "for_ms": for_ms, "ms": ms})
+        self.log.append({"at": time.monotonic_ns(), "what": what, "kind": kind, "for_ms": for_ms, "ms": ms,
+                         "script": script})
 
     # The wire.
 
@@ -197,9 +223,9 @@ class FaultProxy:
         self.delays = [d for d in self.delays if d.until > t]
         return max((d.ms / 1000 for d in self.delays if c.matches(d.kind)), default=0.0)
 
-    def _take_drop(self, c: _Conn, command: bytes) -> Optional[_Drop]:
+    def _take_drop(self, c: _Conn, command: bytes, request: bytes) -> Optional[_Drop]:
         for d in self.drops:
-            if d.left > 0 and c.matches(d.kind) and (d.commands is None or command in d.commands):
+            if d.left > 0 and c.matches(d.kind) and d.takes(command, request):
                 d.left -= 1
                 self.drops = [x for x in self.drops if x.left > 0]
                 return d
@@ -242,7 +268,7 @@ class FaultProxy:
                     command = command_of(request)
                     if command in SUBSCRIBES:
                         c.kind = "pubsub"
-                    drop = self._take_drop(c, command)
+                    drop = self._take_drop(c, command, request)
                     if drop is not None and drop.mid:
                         c.redis_w.write(request[: len(request) // 2])
                         await c.redis_w.drain()
@@ -256,7 +282,7 @@ class FaultProxy:
                     c.redis_w.write(request)
                     await c.redis_w.drain()
                     if drop is not None:
-                        self._hit("drop_reply", c.kind)
+                        self._hit("drop_reply", c.kind, script=script_of(request) if drop.scripts else None)
                         await asyncio.sleep(APPLY_S)
                         self._close(c)
                         return

@@ -1,6 +1,7 @@
 """The checker itself, on hand-made records: each promise fails on records that
-break it and holds on records that keep it, and the waiting bound grows only
-by what the recorded faults cost."""
+break it and holds on records that keep it, for a mutex, a read-write lock and
+a semaphore, and the waiting bound grows only by what the recorded faults
+cost."""
 
 from __future__ import annotations
 
@@ -11,6 +12,13 @@ from rlock_test_support.spans import MS
 from netchecker import SLACK_MS, Fault, check
 
 TASKS = {k: {"ttl_ms": 500, "timeout_ms": 1000} for k in ("a", "b", "c")}
+RW = {k: {**t, "kind": "rw"} for k, t in TASKS.items()}
+
+
+def semaphore(permits: int, **takes: int) -> Dict[str, Dict[str, Any]]:
+    """Tasks a, b and c on a semaphore of `permits`, each taking one permit
+    but as `takes` says."""
+    return {k: {**t, "kind": "semaphore", "permits": permits, "take": takes.get(k, 1)} for k, t in TASKS.items()}
 
 
 def ms(t: float) -> int:
@@ -19,11 +27,12 @@ def ms(t: float) -> int:
 
 def holding(k: str, tok: int, enter: float, last: float, exit: float, out: str = "released",
             wait: Optional[float] = None, lost: Optional[float] = None,
-            rel: Optional[float] = None) -> List[Dict[str, Any]]:
+            rel: Optional[float] = None, side: Optional[str] = None) -> List[Dict[str, Any]]:
     """Records of one holding (times in ms), waited for from `wait`, letting
-    go from `rel` (default: just after its last belief)."""
+    go from `rel` (default: just after its last belief), of a read-write
+    lock's `side`."""
     rows = [
-        {"e": "wait", "k": k, "t": ms(enter - 1 if wait is None else wait)},
+        {"e": "wait", "k": k, "t": ms(enter - 1 if wait is None else wait), **({"side": side} if side else {})},
         {"e": "enter", "k": k, "tok": tok, "t": ms(enter)},
         {"e": "step", "k": k, "tok": tok, "t": ms(enter)},
         {"e": "step", "k": k, "tok": tok, "t": ms(last)},
@@ -187,3 +196,135 @@ def test_a_loss_after_a_stall_during_the_wait_is_excused() -> None:
     stalled_wait = holding("a", 1, 300, 320, 322, out="lost", wait=0, lost=321)
     assert problems(stalled_wait, [Fault(ms(10), "stall", "cmd", for_ms=280)]) == []
     assert any("told lost" in p for p in problems(stalled_wait))
+
+
+# Read-write locks and semaphores.
+
+
+def reading(k: str, tok: int, enter: float, last: float, exit: float, **kw: Any) -> List[Dict[str, Any]]:
+    return holding(k, tok, enter, last, exit, side="read", **kw)
+
+
+def writing(k: str, tok: int, enter: float, last: float, exit: float, **kw: Any) -> List[Dict[str, Any]]:
+    return holding(k, tok, enter, last, exit, side="write", **kw)
+
+
+def test_readers_together_pass_and_a_writer_with_anyone_else_inside_fails() -> None:
+    assert check(reading("a", 1, 0, 30, 31) + reading("b", 2, 10, 40, 41), RW).problems == []
+    for records in (reading("a", 1, 0, 30, 31) + writing("b", 2, 10, 40, 41),
+                    writing("a", 1, 0, 30, 31) + reading("b", 2, 10, 40, 41),
+                    writing("a", 1, 0, 30, 31) + writing("b", 2, 10, 40, 41)):
+        found = check(records, RW).problems
+        assert any(p.startswith("[1]") and "still believed" in p for p in found), found
+    # One after the other, a writer is alone.
+    assert check(reading("a", 1, 0, 10, 11) + writing("b", 2, 12, 20, 21, wait=5), RW).problems == []
+
+
+def test_more_permits_held_than_the_semaphore_has_fails() -> None:
+    three = holding("a", 1, 0, 30, 31) + holding("b", 2, 5, 40, 41) + holding("c", 3, 10, 50, 51)
+    assert check(three, semaphore(3)).problems == []
+    found = check(three, semaphore(2)).problems
+    assert any(p.startswith("[1]") and "c#3 (1 permit) entered while a#1 (1 permit), b#2 (1 permit)" in p
+               for p in found), found
+    # Permits, not holders, are counted.
+    found = check(holding("a", 1, 0, 30, 31) + holding("b", 2, 5, 40, 41), semaphore(2, b=2)).problems
+    assert any(p.startswith("[1]") and "b#2 (2 permits)" in p for p in found), found
+
+
+def test_a_shared_holder_crowded_out_before_it_let_go_and_never_told_fails() -> None:
+    # a stopped believing at 10 but let go only at 30; b and c entered in
+    # between: a semaphore of 2 cannot have held a's permit too.
+    slow = holding("a", 1, 0, 10, 31, rel=30)
+    found = check(slow + holding("b", 2, 12, 20, 21) + holding("c", 3, 13, 20, 22), semaphore(2)).problems
+    assert any(p.startswith("[2]") and "before a#1 (1 permit) let go" in p and "none of them was told" in p
+               for p in found), found
+    # Told, it passes; so does an entry that fitted beside it.
+    told = holding("a", 1, 0, 10, 31, rel=30, out="lost", lost=11)
+    assert check(told + holding("b", 2, 12, 20, 21) + holding("c", 3, 13, 20, 22), semaphore(2)).problems == []
+    assert check(slow + holding("b", 2, 12, 20, 21), semaphore(2)).problems == []
+    # A writer entering before a reader let go: the reader's lease had ended.
+    found = check(reading("a", 1, 0, 10, 31, rel=30) + writing("b", 2, 12, 20, 21), RW).problems
+    assert any(p.startswith("[2]") and "before a#1 (read) let go" in p for p in found), found
+    assert check(reading("a", 1, 0, 10, 31, rel=30) + reading("b", 2, 12, 20, 21), RW).problems == []
+
+
+def test_a_shared_loss_reported_when_entries_fitted_beside_it_fails() -> None:
+    # b entered beside a, as a semaphore of 2 admits: a's lease need not have ended.
+    records = holding("a", 1, 0, 100, 102, out="lost") + holding("b", 2, 10, 50, 51)
+    found = check(records, semaphore(2)).problems
+    assert any(p.startswith("[2]") and "a#1 was told lost" in p for p in found), found
+    # b and c both entering before a let go: a's lease had ended, a true report.
+    crowded = (holding("a", 1, 0, 10, 31, out="lost", lost=11, rel=30) + holding("b", 2, 12, 50, 51)
+               + holding("c", 3, 13, 50, 52))
+    report = check(crowded, semaphore(2))
+    assert report.problems == [] and report.figures["losses told"] == 1
+
+
+def test_a_semaphore_waiter_left_waiting_with_its_permits_free_fails() -> None:
+    # a holds one permit of two from 0 to 600; b waits from 5 and enters at 602.
+    records = holding("a", 1, 0, 600, 601) + holding("b", 3, 602, 610, 611, wait=5)
+    found = check(records, semaphore(2)).problems
+    assert any(p.startswith("[3]") and "free for it" in p for p in found), found
+    # Both permits taken meanwhile (c), or b asking both: not free for b.
+    busy = records + holding("c", 2, 1, 599, 599.5)
+    assert check(busy, semaphore(2)).problems == []
+    assert check(records, semaphore(2, b=2)).problems == []
+
+
+def test_a_semaphore_waiter_behind_a_larger_request_is_not_stranded() -> None:
+    # c asked both permits at 2, before b asked one at 5: the line serves c
+    # first, once a lets go at 601.
+    records = (holding("a", 1, 0, 600, 601) + holding("c", 2, 602, 700, 701, wait=2)
+               + holding("b", 3, 702, 710, 711, wait=5))
+    assert check(records, semaphore(2, c=2)).problems == []
+    # Asked after b, c stands behind it: b was stranded while one permit was free.
+    late = (holding("a", 1, 0, 600, 601) + holding("c", 2, 602, 700, 701, wait=8)
+            + holding("b", 3, 702, 710, 711, wait=5))
+    assert any("b waited" in p and "free for it" in p for p in check(late, semaphore(2, c=2)).problems)
+
+
+def test_a_reader_waits_behind_a_waiting_writer_but_not_behind_readers() -> None:
+    # a reads from 0 to 600; b asks to read at 5 and enters at 400: stranded.
+    records = reading("a", 1, 0, 600, 601) + reading("b", 2, 400, 410, 411, wait=5)
+    found = check(records, RW).problems
+    assert any(p.startswith("[3]") and "b waited" in p for p in found), found
+    # A writer waiting from 3 to a's end goes first: b waits behind it.
+    writer = writing("c", 3, 602, 650, 651, wait=3)
+    behind = reading("a", 1, 0, 600, 601) + writer + reading("b", 4, 652, 660, 661, wait=5)
+    assert check(behind, RW).problems == []
+    # A writer waiting while a reader holds is not stranded either.
+    assert check(reading("a", 1, 0, 600, 601) + writing("b", 2, 602, 610, 611, wait=5), RW).problems == []
+
+
+def test_shared_tokens_are_unique_and_grow_with_time_and_writers_with_entry_order() -> None:
+    # Readers side by side may enter out of their tokens' order...
+    assert check(reading("a", 2, 0, 30, 31) + reading("b", 1, 5, 40, 41, wait=0), RW).problems == []
+    # ...but never share a token.
+    found = check(reading("a", 2, 0, 30, 31) + reading("b", 2, 5, 40, 41, wait=0), RW).problems
+    assert any(p.startswith("[4]") and "got the token a#2 got already" in p for p in found), found
+    # A token issued before another's wait began is smaller.
+    found = check(holding("a", 5, 0, 10, 11) + holding("b", 4, 20, 30, 31, wait=12), semaphore(2)).problems
+    assert any(p.startswith("[4]") and "b#4 began to wait after a#5 entered" in p for p in found), found
+    # Writers against everyone, in entry order.
+    found = check(reading("a", 2, 0, 30, 31) + writing("b", 1, 32, 40, 41, wait=0), RW).problems
+    assert any(p.startswith("[4]") and "b#1 (write) entered after a#2 (read)" in p for p in found), found
+
+
+def test_a_shared_holding_resumed_after_an_unanswered_request_keeps_its_token() -> None:
+    # a's release went unanswered; it takes the semaphore again: the same holding.
+    records = holding("a", 4, 0, 10, 11, out="error:Connection:broken pipe") + holding("a", 4, 13, 20, 21, wait=12)
+    report = check(records, semaphore(2))
+    assert report.problems == [] and report.figures["holdings resumed after an unanswered release"] == 1
+    # a's first wait ended in an error after Redis applied it (token 3): b
+    # entered beside it with 5, and a's next acquisition re-entered it.
+    errored = [{"e": "wait", "k": "a", "t": ms(0)}, {"e": "waited", "k": "a", "t": ms(5), "out": "error:Connection:reset"}]
+    records = errored + holding("b", 5, 6, 40, 41, wait=5.5) + holding("a", 3, 12, 30, 31, wait=10)
+    report = check(records, semaphore(2))
+    assert report.problems == [] and report.figures["holdings perhaps resumed after an unanswered request"] == 1
+    assert check(records[2:], semaphore(2)).problems != []
+
+
+def test_a_task_that_could_not_make_its_lock_fails() -> None:
+    refused = [{"e": "refused", "k": "a", "t": ms(0), "what": "error:ValueError:not Redlock"}]
+    found = check(refused, RW).problems
+    assert any(p.startswith("[3]") and "never waited" in p for p in found), found

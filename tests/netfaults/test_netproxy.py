@@ -63,6 +63,26 @@ def test_a_dropped_reply_was_applied_and_never_heard(wire: Tuple[FaultProxy, red
     assert proxy.injected["drop_reply"] == before + 1
 
 
+def test_a_drop_picked_by_script_waits_for_that_script(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, direct, bg = wire
+    c = client(proxy)
+    body = "return redis.call('INCR', KEYS[1])"
+    sha = direct.script_load(body)
+    before = proxy.injected["drop_reply"]
+    now_on(bg, proxy.drop_reply, "cmd", 2, ["EVALSHA", "EVAL"], [sha.upper()])
+    # Another script passes...
+    assert c.eval("return redis.call('INCR', KEYS[1])  ", 1, "other") == 1
+    assert proxy.injected["drop_reply"] == before
+    # ...the one picked is applied and unheard, by its SHA or its body.
+    with pytest.raises(redis.ConnectionError):
+        c.evalsha(sha, 1, "picked")
+    with pytest.raises(redis.ConnectionError):
+        client(proxy).eval(body, 1, "picked")
+    assert direct.get("picked") == "2"
+    assert proxy.injected["drop_reply"] == before + 2
+    assert [e["script"] for e in proxy.log[-2:]] == [sha, sha]
+
+
 def test_a_request_cut_halfway_is_never_applied(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
     proxy, direct, bg = wire
     c = client(proxy)

@@ -1,7 +1,9 @@
 """Randomized network-fault schedules: each seed picks a mode (one server,
-fair mode, Redis Cluster, Redlock over three servers), a lease, Python, Node
-and Rust holders and waiters on one lock, and a timeline of wire faults
-(replies dropped after Redis applied the request, slow replies, stalls,
+fair mode, Redis Cluster, Redlock over three servers), a kind of lock (a
+mutex, a read-write lock with readers and writers, a semaphore with more
+tasks than permits: not on the Redlock), a lease, Python, Node and Rust
+holders and waiters on one lock, and a timeline of wire faults (replies
+dropped after Redis applied the request, or the script, slow replies, stalls,
 resets, on command or pub/sub connections). The checker (netchecker.py) holds
 every run to the lock's promises."""
 

@@ -1,7 +1,8 @@
 'use strict'
 // The Node worker of the network-fault suite: the same commands and records as
-// worker.py (see its docstring). Each task is its own lock handle, so its own
-// owner; tasks of one run share the process's client. Stamps come from
+// worker.py (see its docstring). Each task is its own lock handle (a mutex, a
+// read-write lock's sides, a semaphore), so its own owner; tasks of one run
+// share the process's client. Stamps come from
 // process.hrtime.bigint(), which is CLOCK_MONOTONIC, as Python's and Rust's are.
 
 const fs = require('node:fs')
@@ -39,20 +40,46 @@ function outcome(e) {
   return `error:${e?.name}:${e?.message}`.slice(0, 300)
 }
 
-async function runTask(client, task, rec) {
-  const random = generator(task.seed)
-  const uniform = ([lo, hi]) => lo + (hi - lo) * random()
-  const { task: k, name } = task
-  const lock = client.lock(name, {
+// The task's lock by side ('read' or 'write'; a mutex or semaphore has one),
+// and what an acquisition asks: a semaphore's permits.
+function sidesOf(client, task) {
+  const options = {
     ttlMs: task.ttl_ms,
     timeoutMs: task.timeout_ms ?? undefined,
     autoRenew: task.auto_renew,
     fair: task.fair,
-  })
+  }
+  if (task.kind === 'rw') {
+    const rw = client.rwLock(task.name, options)
+    return { side: (side) => (side === 'read' ? rw.read : rw.write), asks: undefined }
+  }
+  if (task.kind === 'semaphore') {
+    const sem = client.semaphore(task.name, { ...options, permits: task.permits })
+    return { side: () => sem, asks: { permits: task.take } }
+  }
+  const lock = client.lock(task.name, options)
+  return { side: () => lock, asks: undefined }
+}
+
+async function runTask(client, task, rec) {
+  const random = generator(task.seed)
+  const uniform = ([lo, hi]) => lo + (hi - lo) * random()
+  const { task: k, name } = task
+  let sides
+  try {
+    sides = sidesOf(client, task)
+  } catch (e) {
+    rec({ e: 'refused', k, n: name, t: now(), what: outcome(e) })
+    return
+  }
+  const { asks } = sides
   for (let i = 0; i < task.acquisitions; i++) {
-    rec({ e: 'wait', k, n: name, t: now() })
+    const side = task.sides?.[i]
+    const lock = sides.side(side ?? 'write')
+    const inner = task.nest_read ? sides.side('read') : lock
+    rec({ e: 'wait', k, n: name, t: now(), ...(side ? { side } : {}) })
     try {
-      await lock.acquire()
+      await lock.acquire(asks)
     } catch (e) {
       rec({ e: 'waited', k, n: name, t: now(), out: e instanceof LockTimeoutError ? 'timeout' : outcome(e) })
       continue
@@ -63,9 +90,10 @@ async function runTask(client, task, rec) {
     const end = now() + hold
     const middle = now() + hold / 2
     let nested = false
+    let halfway = false
     if (task.nest) {
       try {
-        nested = await lock.tryAcquire()
+        nested = await inner.tryAcquire(asks)
       } catch (e) {
         rec({ e: 'note', k, n: name, t: now(), what: `nested acquire: ${outcome(e)}` })
       }
@@ -79,21 +107,32 @@ async function runTask(client, task, rec) {
       }
       rec({ e: 'step', k, n: name, tok, t })
       if (t >= end) break
-      if (nested && t >= middle) {
-        nested = false
-        try {
-          await lock.release()
-        } catch (e) {
-          rec({ e: 'note', k, n: name, t: now(), what: `nested release: ${outcome(e)}` })
+      if (!halfway && t >= middle) {
+        halfway = true
+        if (nested) {
+          nested = false
+          try {
+            await inner.release()
+          } catch (e) {
+            rec({ e: 'note', k, n: name, t: now(), what: `nested release: ${outcome(e)}` })
+          }
+          rec({ e: 'nested', k, n: name, tok, t: now() })
         }
-        rec({ e: 'nested', k, n: name, tok, t: now() })
+        if (task.extend) {
+          try {
+            await lock.extend()
+          } catch (e) {
+            rec({ e: 'note', k, n: name, t: now(), what: `extend: ${outcome(e)}` })
+          }
+          rec({ e: 'nested', k, n: name, tok, t: now() })
+        }
       }
       await sleep(task.step_ms)
     }
     rec({ e: 'rel', k, n: name, tok, t: now() })
     let result = 'released'
     try {
-      if (nested) await lock.release()
+      if (nested) await inner.release()
       await lock.release()
     } catch (e) {
       result = outcome(e)

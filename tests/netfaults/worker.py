@@ -12,25 +12,33 @@ A TASK is one owner (here a thread) taking one lock again and again:
 
   {"task": "py.0", "name": NAME, "ttl_ms": 400, "auto_renew": true, "fair": false,
    "timeout_ms": 1500 | null, "acquisitions": 3, "hold_ms": [50, 300],
-   "gap_ms": [0, 50], "step_ms": 5, "nest": false, "seed": 7}
+   "gap_ms": [0, 50], "step_ms": 5, "nest": false, "seed": 7,
+   "kind": "mutex" | "rw" | "semaphore", "sides": ["read", "write", ...],
+   "nest_read": false, "permits": 3, "take": 1, "extend": false}
 
-Each acquisition is held for a time drawn from `hold_ms`, checking the lease
-every `step_ms`; `nest` takes the lock a second time right after entering and
-gives that re-entry back halfway through the hold (a nested release).
+The lock is the name's mutex (`kind` left out), a side of its read-write lock
+(`rw`: each acquisition's side from `sides`) or `take` permits of its
+semaphore of `permits`. Each acquisition is held for a time drawn from
+`hold_ms`, checking the lease every `step_ms`; `nest` takes the lock a second
+time right after entering (with `nest_read`, a writer takes the read side) and
+gives that re-entry back halfway through the hold (a nested release); `extend`
+extends the lease by hand halfway through.
 
 Records (JSON lines, stamps are CLOCK_MONOTONIC ns, comparable across the
 Python, Node and Rust workers):
 
-  wait    asks for the lock            waited  gave up (out: timeout | error:...)
+  wait    asks for the lock (side: read | write, for a read-write lock)
+  waited  gave up (out: timeout | error:...)
   enter   holds it (tok: fencing token)
-  nested  a nested acquire or release returned (either resets the lease in Redis,
-          so the lease runs at most its length from this stamp)
+  nested  a nested acquire or release, or an extension, returned (each resets
+          the lease in Redis, so the lease runs at most its length from this stamp)
   step    a moment the holder still believed it held the lock: stamped *before*
           asking whether it was told the lease ended, and the answer was no
   lost    the first time it saw it was told the lease ended
   rel     about to let go (the release request is sent after this stamp)
   exit    after letting go (out: released | lost | notowned | error:...)
-  note    something a nested acquire or release answered besides success
+  note    something a nested acquire or release or an extension answered besides success
+  refused making the lock failed (what: the error), the task's only record
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import random
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import rlock
 
@@ -76,19 +84,39 @@ def outcome(e: BaseException) -> str:
     return f"error:{type(e).__name__}:{e}"[:300]
 
 
-def run_task(client: rlock.Client, task: Dict[str, Any], out: Records) -> None:
-    rng = random.Random(task["seed"])
-    k, name = task["task"], task["name"]
+def sides(client: rlock.Client, task: Dict[str, Any]) -> Callable[[str], rlock.Lock]:
+    """The task's lock by side ("read" or "write"; a mutex or semaphore has one)."""
     timeout = task.get("timeout_ms")
-    lock = client.lock(
-        name,
+    options: Dict[str, Any] = dict(
         ttl=task["ttl_ms"] / 1000,
         timeout=None if timeout is None else timeout / 1000,
         auto_renew=task["auto_renew"],
         fair=task["fair"],
     )
-    for _ in range(task["acquisitions"]):
-        out.add(e="wait", k=k, n=name, t=now())
+    kind = task.get("kind", "mutex")
+    if kind == "rw":
+        rw = client.rw_lock(task["name"], **options)
+        return lambda side: rw.read() if side == "read" else rw.write()
+    if kind == "semaphore":
+        permits = client.semaphore(task["name"], task["permits"], **options).lock(task["take"])
+        return lambda side: permits
+    lock = client.lock(task["name"], **options)
+    return lambda side: lock
+
+
+def run_task(client: rlock.Client, task: Dict[str, Any], out: Records) -> None:
+    rng = random.Random(task["seed"])
+    k, name = task["task"], task["name"]
+    try:
+        side_of = sides(client, task)
+    except Exception as e:
+        out.add(e="refused", k=k, n=name, t=now(), what=outcome(e))
+        return
+    for i in range(task["acquisitions"]):
+        side = task["sides"][i] if "sides" in task else None
+        lock = side_of(side or "write")
+        inner = side_of("read") if task.get("nest_read") else lock
+        out.add(e="wait", k=k, n=name, t=now(), **({"side": side} if side else {}))
         try:
             got = lock.acquire()
         except Exception as e:  # reported, never fatal: the checker judges it
@@ -101,10 +129,10 @@ def run_task(client: rlock.Client, task: Dict[str, Any], out: Records) -> None:
         out.add(e="enter", k=k, n=name, tok=tok, t=now())
         hold = int(rng.uniform(*task["hold_ms"]) * 1e6)
         end, middle = now() + hold, now() + hold // 2
-        nested = False
+        nested = halfway = False
         if task.get("nest"):
             try:
-                nested = lock.acquire(blocking=False)
+                nested = inner.acquire(blocking=False)
             except Exception as e:
                 out.add(e="note", k=k, n=name, t=now(), what=f"nested acquire: {outcome(e)}")
             out.add(e="nested", k=k, n=name, tok=tok, t=now())
@@ -116,18 +144,26 @@ def run_task(client: rlock.Client, task: Dict[str, Any], out: Records) -> None:
             out.add(e="step", k=k, n=name, tok=tok, t=t)
             if t >= end:
                 break
-            if nested and t >= middle:
-                nested = False
-                try:
-                    lock.release()
-                except Exception as e:
-                    out.add(e="note", k=k, n=name, t=now(), what=f"nested release: {outcome(e)}")
-                out.add(e="nested", k=k, n=name, tok=tok, t=now())
+            if not halfway and t >= middle:
+                halfway = True
+                if nested:
+                    nested = False
+                    try:
+                        inner.release()
+                    except Exception as e:
+                        out.add(e="note", k=k, n=name, t=now(), what=f"nested release: {outcome(e)}")
+                    out.add(e="nested", k=k, n=name, tok=tok, t=now())
+                if task.get("extend"):
+                    try:
+                        lock.extend()
+                    except Exception as e:
+                        out.add(e="note", k=k, n=name, t=now(), what=f"extend: {outcome(e)}")
+                    out.add(e="nested", k=k, n=name, tok=tok, t=now())
             time.sleep(task["step_ms"] / 1000)
         out.add(e="rel", k=k, n=name, tok=tok, t=now())
         try:
             if nested:
-                lock.release()
+                inner.release()
             lock.release()
             result = "released"
         except Exception as e:
