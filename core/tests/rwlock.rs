@@ -252,3 +252,44 @@ async fn leases_left_without_their_holdings_keep_everyone_out_until_they_end() {
     assert!(reader.read().try_acquire().await.unwrap().is_none());
     assert!(reader.write().try_acquire().await.unwrap().is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_kept_without_their_holdings_hash_let_no_second_writer_in() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let writer = client.rw_lock("half", options()).unwrap();
+    writer.write().acquire(Wait::Once).await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("rlock:{half}:rwlock:until")
+        .query(&mut redis.conn())
+        .unwrap();
+    let other = client.rw_lock("half", options()).unwrap();
+    assert!(other.write().try_acquire().await.unwrap().is_none());
+    assert!(other.read().try_acquire().await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_serving_a_writer_serves_its_own_read_waiting_right_behind_it() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let reader = client.rw_lock("both", options()).unwrap();
+    reader.read().acquire(Wait::Once).await.unwrap();
+    // One owner waits for its write and, beside it, its read.
+    let rw = client.rw_lock("both", options()).unwrap();
+    let write = {
+        let rw = rw.clone();
+        tokio::spawn(async move { rw.write().acquire(Wait::Forever).await.unwrap() })
+    };
+    until(|| async { reader.state().await.unwrap().waiting == 1 }).await;
+    let read = {
+        let rw = rw.clone();
+        tokio::spawn(async move { rw.read().acquire(Wait::Forever).await.unwrap() })
+    };
+    until(|| async { reader.state().await.unwrap().waiting == 2 }).await;
+    reader.read().release().await.unwrap();
+    // Leases are 10 s: only the release explains both getting in soon.
+    finished(write, Duration::from_secs(3)).await;
+    finished(read, Duration::from_secs(3)).await;
+    rw.read().release().await.unwrap();
+    rw.write().release().await.unwrap();
+}

@@ -317,3 +317,67 @@ async fn a_line_key_of_another_type_leaves_the_semaphore_working_and_untouched()
     let value: String = conn.get("rlock:{odd}:semaphore:leases").unwrap();
     assert_eq!(value, "not a hash");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_small_requests_never_starves_a_large_one() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let looping: Vec<_> = (0..2)
+        .map(|_| {
+            let sem = client
+                .semaphore("stream", 3, options(Duration::from_secs(10)))
+                .unwrap();
+            tokio::spawn(async move {
+                for _ in 0..400 {
+                    sem.acquire(1, Wait::Forever).await.unwrap();
+                    tokio::task::yield_now().await;
+                    sem.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    let large = client
+        .semaphore("stream", 3, options(Duration::from_secs(10)))
+        .unwrap();
+    let got = large.acquire(3, Wait::For(Duration::from_secs(5))).await;
+    assert!(got.is_ok(), "{got:?}");
+    large.release().await.unwrap();
+    for t in looping {
+        finished(t, Duration::from_secs(60)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_leaving_while_the_holdings_hash_is_gone_lets_nobody_in() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let holder = client
+        .semaphore("torn", 2, options(Duration::from_secs(30)))
+        .unwrap();
+    holder.acquire(2, Wait::Once).await.unwrap();
+    let waiter = client
+        .semaphore("torn", 2, options(Duration::from_secs(30)))
+        .unwrap();
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.acquire(2, Wait::For(Duration::from_secs(20))).await })
+    };
+    until(|| async { holder.state().await.unwrap().waiting == 1 }).await;
+    let _: () = redis::cmd("DEL")
+        .arg("rlock:{torn}:semaphore")
+        .query(&mut redis.conn())
+        .unwrap();
+    // A third one gives up: its leaving must not serve the line while the
+    // holder's lease (still in the sorted set) runs.
+    let quitter = client.semaphore("torn", 2, LockOptions::default()).unwrap();
+    let gave_up = quitter
+        .acquire(1, Wait::For(Duration::from_millis(200)))
+        .await;
+    assert!(matches!(gave_up, Err(Error::Timeout { .. })), "{gave_up:?}");
+    let until_key: Vec<String> = redis
+        .conn()
+        .zrange("rlock:{torn}:semaphore:until", 0, -1)
+        .unwrap();
+    assert_eq!(until_key, vec![holder.lock().owner().to_owned()]);
+    waiting.abort();
+}

@@ -19,6 +19,7 @@
 -- ARGV[9] the semaphore's size (0 for a read-write lock)
 -- ARGV[10] "1": fair, nobody passes a waiter in line; "0": a newcomer that
 --         fits holds at once, except a reader while a writer waits in line
+--         and a semaphore holder taking what the head of the line waits for
 -- returns {1, fence, count} when held by ARGV[1] afterwards;
 --         {0, retry_ms, queued, bad, issued} otherwise, as the mutex's
 --         (retry_ms: until the earliest lease of a holder ends);
@@ -38,14 +39,9 @@ probe = redis.pcall('ZSCORE', k.untils, owner)
 if type(probe) == 'table' and probe['err'] then
   return {0, 20, 0, 2, 0}
 end
--- The holdings' leases without the holdings (evicted, deleted from outside):
--- who holds is unknown, so nobody is let in until those leases end.
-if redis.call('EXISTS', k.holders) == 0 and redis.call('EXISTS', k.untils) == 1 then
-  local left = redis.call('PTTL', k.untils)
-  if left < 1 then
-    left = 20
-  end
-  return {0, left, 0, 0, 0}
+local blind = torn(k)
+if blind then
+  return {0, blind, 0, 0, 0}
 end
 local waiting = 0
 local bad = 0
@@ -91,7 +87,8 @@ local side = side_of(owner)
 local writes = side == 'r' and redis.call('HEXISTS', k.holders, other_side(owner, 'w')) == 1
 local passes = writes
   or waiting == 0
-  or (ARGV[10] ~= '1' and not (side == 'r' and writer_waiting(k.queue)))
+  or (ARGV[10] ~= '1' and not (side == 'r' and writer_waiting(k.queue))
+      and not (side == 's' and delays_head(k, permits)))
 if passes and fits(k.holders, k.untils, owner, permits, size) then
   fence = next_fence(k.fence)
   if not fence then

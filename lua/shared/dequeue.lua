@@ -18,11 +18,12 @@ local kinds = { redis.call('TYPE', k.holders)['ok'], redis.call('TYPE', k.untils
 if (kinds[1] ~= 'hash' and kinds[1] ~= 'none') or (kinds[2] ~= 'zset' and kinds[2] ~= 'none') then
   return 0
 end
+if torn(k) then
+  return 0
+end
 local now = now_ms()
 reap(k.holders, k.untils, now)
-if redis.call('TYPE', k.queue)['ok'] == 'list' then
-  serve_line(k, ARGV[3], ARGV[4], ARGV[2], now)
-end
+serve_line(k, ARGV[3], ARGV[4], ARGV[2], now)
 keep_alive(k.holders, k.untils, now)
 local _, fence = holding_of(k.holders, owner)
 return fence or 0

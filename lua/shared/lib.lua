@@ -163,9 +163,27 @@ local function line_usable(k)
   return (queue == 'list' or queue == 'none') and (leases == 'hash' or leases == 'none')
 end
 
+-- When one of B and B:until is gone without the other (evicted, deleted
+-- from outside; the scripts write, expire and delete them together), who
+-- holds is unknown: the ms until the one left ends, during which nobody is
+-- let in nor the line served. nil when they agree. (Asked before a script
+-- writes: in between, its own writes may part them for a moment.)
+local function torn(k)
+  local holders, untils = redis.call('EXISTS', k.holders), redis.call('EXISTS', k.untils)
+  if holders == untils then
+    return nil
+  end
+  local left = redis.call('PTTL', holders == 1 and k.holders or k.untils)
+  if left < 1 then
+    left = 20
+  end
+  return left
+end
+
 -- Hands what is free to the waiters at the head of the line, in order, each
 -- told on its client's waiter channel: as many semaphore waiters as the free
--- permits serve, every reader up to the first writer, or one writer. Stops
+-- permits serve, every reader up to the first writer, or one writer (and
+-- that writer's own read, asked beside it). Stops
 -- at the first live waiter that does not fit, so a large request is never
 -- passed over by smaller ones behind it. Dead entries are dropped on the way,
 -- and so are a semaphore's waiters that know another size than the stored
@@ -175,9 +193,10 @@ local function serve_line(k, prefix, numsub, publish, now)
   if not line_usable(k) then
     return 0
   end
+  local writer
   while true do
     local owner = redis.call('LINDEX', k.queue, 0)
-    if not owner then
+    if not owner or (writer and owner ~= other_side(writer, 'r')) then
       break
     end
     local lease, permits, known = asked_by(k.leases, owner)
@@ -200,13 +219,27 @@ local function serve_line(k, prefix, numsub, publish, now)
     redis.call('LPOP', k.queue)
     redis.call('HDEL', k.leases, owner)
     if live and side_of(owner) == 'w' then
-      break
+      writer = owner
     end
   end
   if served > 0 then
     keep_alive(k.holders, k.untils, now)
   end
   return served
+end
+
+-- Whether a semaphore newcomer taking `permits` leaves the head of the line
+-- fewer than it waits for (then it waits behind it: a large request is
+-- never starved by a stream of small ones).
+local function delays_head(k, permits)
+  local head = redis.call('LINDEX', k.queue, 0)
+  if not head then
+    return false
+  end
+  local _, asked = asked_by(k.leases, head)
+  local used = tonumber(redis.call('HGET', k.holders, '~used')) or 0
+  local size = stored_size(k.holders) or 0
+  return asked ~= nil and used + asked + permits > size
 end
 
 -- Whether a writer waits in line (a new reader then waits behind it).

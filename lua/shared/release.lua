@@ -14,7 +14,8 @@
 -- ARGV[7] the fencing token of the holding to release ("0": whichever)
 -- returns the re-entry count left (0: given back, by this request or, when
 --           it is sent again, by its first send),
---         -1 when this owner holds nothing (its lease ended),
+--         -1 when this owner holds nothing (its lease ended, or one of B
+--           and B:until is gone without the other: see shared/lib.lua's torn),
 --         -2 when it holds under another token, or a key holds another type
 local k = { holders = KEYS[1], untils = KEYS[2], fence = KEYS[3], queue = KEYS[4], leases = KEYS[5] }
 local owner = ARGV[1]
@@ -26,8 +27,20 @@ probe = redis.pcall('HGET', k.holders, owner)
 if type(probe) == 'table' and probe['err'] then
   return -2
 end
+if torn(k) then
+  -- Its lease's record is gone (evicted): nothing is written until the key
+  -- left expires, and the holding counts as ended.
+  return -1
+end
+local function serve(now)
+  serve_line(k, ARGV[4], ARGV[5], ARGV[3], now)
+end
 local now = now_ms()
-reap(k.holders, k.untils, now)
+if reap(k.holders, k.untils, now) > 0 then
+  -- What leases that ended freed goes to the line, whatever this answers.
+  serve(now)
+  keep_alive(k.holders, k.untils, now)
+end
 local count, fence, permits = holding_of(k.holders, owner)
 if not count then
   return -1
@@ -50,6 +63,6 @@ if count > 1 then
   return count - 1
 end
 drop(k.holders, k.untils, owner, permits)
-serve_line(k, ARGV[4], ARGV[5], ARGV[3], now)
+serve(now)
 keep_alive(k.holders, k.untils, now)
 return 0

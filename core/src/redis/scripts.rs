@@ -220,9 +220,10 @@ pub struct Holder {
 }
 
 impl Holder {
-    /// A read-write lock's writer (its owner id ends in `/w`).
+    /// A read-write lock's writer (as the scripts count it: every owner id
+    /// that does not end in `/r`).
     pub fn writes(&self) -> bool {
-        self.owner.ends_with("/w")
+        !self.owner.ends_with("/r")
     }
 }
 
