@@ -12,6 +12,9 @@
 //   rlock-replay     ioredis sending the very two commands redis-rlock sends for a cycle
 //                    (captured with MONITOR): the server's work of redis-rlock's cycle at
 //                    the client cost of ioredis, a bound for S1 (one server only)
+//   sem:rlock        one permit of a redis-rlock semaphore of `permits` permits
+//   sem:redis-semaphore  one permit of redis-semaphore's Semaphore (limit `permits`), over ioredis
+//   read:rlock, write:rlock  the two sides of a redis-rlock read-write lock
 //
 // Timestamps are process.hrtime.bigint(): CLOCK_MONOTONIC, as in the Python
 // and Rust workers.
@@ -43,7 +46,7 @@ async function rlockClient() {
 
 // A contender is { acquire, release }: acquire() resolves true once held (the
 // floor makes one attempt: it only runs uncontended).
-async function make(name, key, ttlMs, { wait = false } = {}) {
+async function make(name, key, ttlMs, { wait = false, permits = 1 } = {}) {
   switch (name) {
     case 'floor': {
       const r = ioredis()
@@ -59,6 +62,16 @@ async function make(name, key, ttlMs, { wait = false } = {}) {
     case 'rlock-fair': {
       const lock = (await rlockClient()).lock(key, { ttlMs, ...(name === 'rlock-fair' ? { fair: true } : {}) })
       return { acquire: () => lock.acquire().then(() => true), release: () => lock.release() }
+    }
+    case 'sem:rlock': {
+      const sem = (await rlockClient()).semaphore(key, { permits, ttlMs })
+      return { acquire: () => sem.acquire().then(() => true), release: () => sem.release() }
+    }
+    case 'read:rlock':
+    case 'write:rlock': {
+      const rw = (await rlockClient()).rwLock(key, { ttlMs })
+      const side = name === 'read:rlock' ? rw.read : rw.write
+      return { acquire: () => side.acquire().then(() => true), release: () => side.release() }
     }
     case 'rlock-replay': {
       // Captured once per key: later blocks send nothing but the cycle.
@@ -99,6 +112,12 @@ async function make(name, key, ttlMs, { wait = false } = {}) {
           ? new Mutex(ioredis(), key, options)
           : new RedlockMutex(URLS.map((_, i) => ioredis(i)), key, options)
       return { acquire: () => mutex.acquire().then(() => true), release: () => mutex.release() }
+    }
+    case 'sem:redis-semaphore': {
+      const { Semaphore } = require('redis-semaphore')
+      const options = { lockTimeout: ttlMs, ...(wait ? { acquireTimeout: 3_600_000 } : {}) }
+      const sem = new Semaphore(ioredis(), key, permits, options)
+      return { acquire: () => sem.acquire().then(() => true), release: () => sem.release() }
     }
     default:
       throw new Error(`unknown contender ${name}`)
@@ -150,7 +169,7 @@ async function captureCycle(key, ttlMs) {
 // them in chunks of `chunk` (its latencies come back as `pair_lat`).
 async function s1(req) {
   const chunk = req.chunk || req.n
-  const runs = [['lat', await make(req.contender, req.key, 30000)]]
+  const runs = [['lat', await make(req.contender, req.key, 30000, { permits: req.permits })]]
   if (req.pair) runs.unshift(['pair_lat', await make(req.pair, `${req.key}:pair`, 30000)])
   const out = { lat: [], pair_lat: [], wall: 0, pair_wall: 0 }
   for (let done = 0; done < req.n; ) {
@@ -170,14 +189,21 @@ async function s1(req) {
   return out
 }
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// Acquire / hold / release from `start` to `end`: with `counter`, the hold
+// increments a shared non-atomic counter (a file); `hold_ms` sleeps inside,
+// `pause_ms` after each release. One record [wanted, acquired, releasing,
+// released] per acquisition.
 async function s2(req) {
-  const warm = await make(req.contender, req.warm, 30000)
+  const permits = req.permits
+  const warm = await make(req.contender, req.warm, 30000, { permits })
   await warm.acquire()
   await warm.release()
-  const c = await make(req.contender, req.key, 30000, { wait: true })
-  const fd = fs.openSync(req.counter, 'r+')
+  const c = await make(req.contender, req.key, 30000, { wait: true, permits })
+  const fd = req.counter ? fs.openSync(req.counter, 'r+') : null
   const buf = Buffer.alloc(8)
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, (req.start - now()) / 1e6)))
+  await sleep(Math.max(0, (req.start - now()) / 1e6))
   const rec = []
   let errors = 0
   try {
@@ -193,16 +219,20 @@ async function s2(req) {
         errors++
       }
       const acquired = now()
-      // The non-atomic counter: two holders at once would lose an increment.
-      fs.readSync(fd, buf, 0, 8, 0)
-      buf.writeBigUInt64LE(buf.readBigUInt64LE(0) + 1n)
-      fs.writeSync(fd, buf, 0, 8, 0)
+      if (fd !== null) {
+        // The non-atomic counter: two holders at once would lose an increment.
+        fs.readSync(fd, buf, 0, 8, 0)
+        buf.writeBigUInt64LE(buf.readBigUInt64LE(0) + 1n)
+        fs.writeSync(fd, buf, 0, 8, 0)
+      }
+      if (req.hold_ms) await sleep(req.hold_ms)
       const releasing = now()
       await c.release()
       rec.push([wanted, acquired, releasing, now()])
+      if (req.pause_ms) await sleep(req.pause_ms)
     }
   } finally {
-    fs.closeSync(fd)
+    if (fd !== null) fs.closeSync(fd)
   }
   return { rec, errors }
 }
@@ -217,7 +247,7 @@ async function s7(req) {
   const warm = await make(req.contender, req.warm, 30000)
   await warm.acquire()
   await warm.release()
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, (req.start - now()) / 1e6)))
+  await sleep(Math.max(0, (req.start - now()) / 1e6))
   let counter = 0
   const recs = await Promise.all(
     contenders.map(async (c) => {
@@ -241,11 +271,21 @@ async function s7(req) {
   return { recs, counter }
 }
 
+// What idle() keeps holding until the harness ends this process.
+const held = []
+
+// `permits` holders with a long lease, then `waiters` waiting on the same key,
+// of the kinds in `waiter_kinds` in turn (the contender's own by default).
 async function idle(req) {
-  const holder = await make(req.contender, req.key, 60000)
-  await holder.acquire()
+  const permits = req.permits ?? 1
+  const kinds = req.waiter_kinds ?? [req.contender]
+  for (let i = 0; i < permits; i++) {
+    const holder = await make(req.contender, req.key, 60000, { permits })
+    await holder.acquire()
+    held.push(holder)
+  }
   for (let i = 0; i < req.waiters; i++) {
-    const c = await make(req.contender, req.key, 60000, { wait: true })
+    const c = await make(kinds[i % kinds.length], req.key, 60000, { wait: true, permits })
     c.acquire().catch(() => {})
   }
   return { ready: true }

@@ -10,11 +10,14 @@ Contenders (each on the same key name; each library keys it its own way):
   redispy-0.001    redis-py's Lock, sleep=0.001
   python-redis-lock
   pottery          pottery's Redlock (one master, or every URL given)
+  sem:rlock        one permit of a redis-rlock semaphore of `permits` permits
+  sem:py-redis-semaphore  one permit of py-redis-semaphore's Semaphore (limit `permits`)
+  read:rlock, write:rlock the two sides of a redis-rlock read-write lock
 
-Requests: s1 (uncontended cycles), s2 (contended handoff block), s7 (a
-handoff block between threads of this one process), idle (a holder and many
-blocked waiters). Timestamps are time.monotonic_ns(), the
-CLOCK_MONOTONIC the Node and Rust workers read too.
+Requests: s1 (uncontended cycles), s2 (a block of acquire / hold / release
+loops on one key), s7 (a handoff block between threads of this one
+process), idle (holders and many blocked waiters). Timestamps are
+time.monotonic_ns(), the CLOCK_MONOTONIC the Node and Rust workers read too.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def _rlock_client() -> Any:
 Contender = Tuple[Callable[[], bool], Callable[[], None]]
 
 
-def make(name: str, key: str, ttl: float) -> Contender:
+def make(name: str, key: str, ttl: float, permits: int = 1) -> Contender:
     if name == "floor":
         r = _redis()
         if "sha" not in _clients:
@@ -77,6 +80,21 @@ def make(name: str, key: str, ttl: float) -> Contender:
         fair = {"fair": True} if name == "rlock-fair" else {}
         lk = _rlock_client().lock(key, ttl=ttl, **fair)
         return lk.acquire, lk.release
+    if name == "sem:rlock":
+        sem = _rlock_client().semaphore(key, permits, ttl=ttl)
+        return sem.acquire, sem.release
+    if name in ("read:rlock", "write:rlock"):
+        rw = _rlock_client().rw_lock(key, ttl=ttl)
+        side = rw.read() if name == "read:rlock" else rw.write()
+        return side.acquire, side.release
+    if name == "sem:py-redis-semaphore":
+        from redis_semaphore import Semaphore, SemaphoreConfig
+
+        # blpop_timeout below redis-py's 5 s socket timeout: the library
+        # caps its waits there itself, and warns unless told so.
+        config = SemaphoreConfig(name=key, limit=permits, lock_timeout=ttl, blpop_timeout=4.0)
+        peer = Semaphore(_redis(), config)
+        return (lambda: peer.acquire().success), peer.release
     if name.startswith("redispy-"):
         lk = _redis().lock(key, timeout=ttl, sleep=float(name.split("-", 1)[1]))
         return (lambda: bool(lk.acquire(blocking=True))), lk.release
@@ -99,7 +117,7 @@ def s1(req: Dict[str, Any]) -> Dict[str, Any]:
     with them in chunks of `chunk` (its latencies come back as `pair_lat`)."""
     n = req["n"]
     chunk = req.get("chunk") or n
-    runs = [("lat", make(req["contender"], req["key"], 30.0))]
+    runs = [("lat", make(req["contender"], req["key"], 30.0, req.get("permits", 1)))]
     if req.get("pair"):
         runs.insert(0, ("pair_lat", make(req["pair"], req["key"] + ":pair", 30.0)))
     out: Dict[str, Any] = {"lat": [], "pair_lat": [], "wall": 0, "pair_wall": 0}
@@ -122,11 +140,17 @@ def s1(req: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def s2(req: Dict[str, Any]) -> Dict[str, Any]:
-    warm_acquire, warm_release = make(req["contender"], req["warm"], 30.0)
+    """Acquire / hold / release from `start` to `end`: with `counter`, the hold
+    increments a shared non-atomic counter (a file); `hold_ms` sleeps inside,
+    `pause_ms` after each release. One record `[wanted, acquired, releasing,
+    released]` per acquisition."""
+    permits = req.get("permits", 1)
+    warm_acquire, warm_release = make(req["contender"], req["warm"], 30.0, permits)
     warm_acquire()
     warm_release()
-    acquire, release = make(req["contender"], req["key"], 30.0)
-    fd = os.open(req["counter"], os.O_RDWR)
+    acquire, release = make(req["contender"], req["key"], 30.0, permits)
+    fd = os.open(req["counter"], os.O_RDWR) if req.get("counter") else None
+    hold, pause = req.get("hold_ms", 0) / 1000, req.get("pause_ms", 0) / 1000
     now = time.monotonic_ns
     end = req["end"]
     time.sleep(max(0, req["start"] - now()) / 1e9)
@@ -145,14 +169,20 @@ def s2(req: Dict[str, Any]) -> Dict[str, Any]:
                     pass
                 errors += 1
             acquired = now()
-            # The non-atomic counter: two holders at once would lose an increment.
-            value = int.from_bytes(os.pread(fd, 8, 0), "little")
-            os.pwrite(fd, (value + 1).to_bytes(8, "little"), 0)
+            if fd is not None:
+                # The non-atomic counter: two holders at once would lose an increment.
+                value = int.from_bytes(os.pread(fd, 8, 0), "little")
+                os.pwrite(fd, (value + 1).to_bytes(8, "little"), 0)
+            if hold:
+                time.sleep(hold)
             releasing = now()
             release()
             rec.append((wanted, acquired, releasing, now()))
+            if pause:
+                time.sleep(pause)
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
     return {"rec": rec, "errors": errors}
 
 
@@ -195,11 +225,32 @@ def s7(req: Dict[str, Any]) -> Dict[str, Any]:
     return {"recs": recs, "counter": counter[0]}
 
 
+# What idle() keeps holding until the harness ends this process.
+_held: List[Contender] = []
+
+
 def idle(req: Dict[str, Any]) -> Dict[str, Any]:
-    holder_acquire, _ = make(req["contender"], req["key"], 60.0)
-    holder_acquire()
-    for _ in range(req["waiters"]):
-        acquire, _release = make(req["contender"], req["key"], 60.0)
+    """`permits` holders (one thread each: a thread is an owner) with a long
+    lease, then `waiters` threads waiting on the same key, of the kinds in
+    `waiter_kinds` in turn (the contender's own by default)."""
+    permits = req.get("permits", 1)
+    kinds = req.get("waiter_kinds") or [req["contender"]]
+
+    def hold() -> None:
+        holder = make(req["contender"], req["key"], 60.0, permits)
+        if not holder[0]():
+            raise RuntimeError("the holder could not acquire")
+        _held.append(holder)
+
+    holders = [threading.Thread(target=hold) for _ in range(permits)]
+    for t in holders:
+        t.start()
+    for t in holders:
+        t.join()
+    if len(_held) < permits:
+        raise RuntimeError(f"{len(_held)} of {permits} holders acquired")
+    for i in range(req["waiters"]):
+        acquire, _release = make(kinds[i % len(kinds)], req["key"], 60.0, permits)
         threading.Thread(target=acquire, daemon=True).start()
     return {"ready": True}
 

@@ -1,11 +1,14 @@
-"""results.png: S1's cycles and S2's handoffs of a run, in four panels."""
+"""results.png: S1's cycles and S2's handoffs of a run in four panels, and
+below them the semaphore (S8) and the read-write lock (S9) in four more."""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any, Dict, List
 
-from .contenders import label_of
+from .contenders import LANGS, kind_of, label_of
+from .scenarios import read_write as s9
+from .scenarios import semaphore_handoff as s8
 
 med = statistics.median
 
@@ -16,8 +19,11 @@ def chart(r: Dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(21, 6.5), gridspec_kw={"width_ratios": [1.2, 1, 1, 1]})
-    uncontended_cycle(axes[0], r)
+    more = "s8_summary" in r and "s9_summary" in r
+    fig, grid = plt.subplots(2 if more else 1, 4, figsize=(21, 13 if more else 6.5), squeeze=False,
+                             gridspec_kw={"width_ratios": [1.2, 1, 1, 1]})
+    axes = grid[0]
+    uncontended_cycle(axes[0], r, "mutex", "S1 uncontended cycle (grey: bare floor)")
     s2s = r["s2_summary"]
     keys = list(s2s)
     colors = ["#d62728" if k.endswith("/rlock") else "#8c1a1a" if k.endswith("/rlock-fair")
@@ -25,36 +31,40 @@ def chart(r: Dict[str, Any], path: str) -> None:
     handoffs(axes[1], s2s, keys, colors)
     handoff_gap(axes[2], s2s, keys)
     longest_wait(axes[3], s2s, keys, colors)
+    if more:
+        semaphore_and_read_write(grid[1], r)
     fig.suptitle(f"redis-rlock benchmark, {r['date']} — {r['machine']['cores']} cores, shared machine "
                  f"(others used {r['others_cores']:.2f} cores on average)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
-def uncontended_cycle(ax: Any, r: Dict[str, Any]) -> None:
+def uncontended_cycle(ax: Any, r: Dict[str, Any], kind: str, title: str) -> None:
     s1s = r["s1_summary"]
-    keys = r["s1"]["items"]
+    keys = [k for k in r["s1"]["items"] if kind_of(k) == kind]
     meds = [med(s1s[k]["median_per_round"]) for k in keys]
     colors = ["#888888" if k.endswith("/floor") else "#bbbbbb" if k.endswith("-replay")
-              else "#d62728" if k.endswith("/rlock") else "#1f77b4" for k in keys]
+              else "#d62728" if k.endswith("rlock") else "#1f77b4" for k in keys]
     ax.barh([label_of(k) for k in keys], meds, color=colors)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("µs per acquire + release (median of blocks, log)")
-    ax.set_title("S1 uncontended cycle (grey: bare floor)")
+    ax.set_title(title)
     for i, k in enumerate(keys):
         if not k.endswith("/floor"):
             ax.text(meds[i], i, f" {med(s1s[k]['ratio_to_floor']):.2f}× floor",
                     va="center", fontsize=8)
 
 
-def s2_axis(ax: Any, keys: List[str], names: bool = False) -> None:
-    """One row per S2 contender, named on the first panel only, on a log scale."""
+def s2_axis(ax: Any, keys: List[str], names: bool = False, log: bool = True) -> None:
+    """One row per contender, named on the first panel of a row only, on a log scale
+    unless told otherwise."""
     y = list(range(len(keys)))
     ax.set_yticks(y)
     ax.set_yticklabels([label_of(k) for k in keys] if names else [])
     ax.invert_yaxis()
-    ax.set_xscale("log")
+    if log:
+        ax.set_xscale("log")
 
 
 def handoffs(ax: Any, s2s: Dict[str, Any], keys: List[str], colors: List[str]) -> None:
@@ -84,3 +94,36 @@ def longest_wait(ax: Any, s2s: Dict[str, Any], keys: List[str], colors: List[str
     ax.axvline(50, color="black", ls=":", lw=1)
     ax.set_xlabel("ms (log; dotted: the 50 ms target)")
     ax.set_title("S2: longest single wait")
+
+
+def semaphore_and_read_write(axes: Any, r: Dict[str, Any]) -> None:
+    uncontended_cycle(axes[0], r, "sem", "S8 semaphore, uncontended cycle")
+    s8s = r["s8_summary"]
+    keys = list(s8s)
+    colors = ["#d62728" if k.endswith("rlock") else "#1f77b4" for k in keys]
+    axes[1].barh(range(len(keys)), [med(s8s[k]["acq_per_s"]) for k in keys], color=colors)
+    s2_axis(axes[1], keys, names=True, log=False)
+    axes[1].set_xlabel("per second (median of blocks)")
+    axes[1].set_title(f"S8 semaphore, {s8.WORKERS} processes: handoffs")
+    s9s = r["s9_summary"]
+    faces = [LANGS[lang] for lang in LANGS]
+    read_write_pairs(axes[2], faces, [[med(s9s[s9.row_key(lang, m)]["reader_acq_per_s"]) for lang in LANGS]
+                                      for m in ("rw", "mutex")])
+    axes[2].set_xlabel("reader acquisitions per second (median of blocks)")
+    axes[2].set_title(f"S9: {s9.READERS} readers")
+    read_write_pairs(axes[3], faces, [[s9s[s9.row_key(lang, m)]["writer_longest_wait_ms"] for lang in LANGS]
+                                      for m in ("rw", "mutex")])
+    axes[3].axvline(50, color="black", ls=":", lw=1)
+    axes[3].set_xlabel("ms (dotted: the 50 ms target)")
+    axes[3].set_title("S9: the writer's longest wait")
+
+
+def read_write_pairs(ax: Any, faces: List[str], values: List[List[float]]) -> None:
+    """One pair of bars per face: the read-write lock, then one mutex."""
+    y = range(len(faces))
+    ax.barh([i - 0.2 for i in y], values[0], height=0.4, label="read-write lock", color="#d62728")
+    ax.barh([i + 0.2 for i in y], values[1], height=0.4, label="one mutex", color="#888888")
+    ax.set_yticks(list(y))
+    ax.set_yticklabels(faces)
+    ax.invert_yaxis()
+    ax.legend(loc="lower right")

@@ -4,14 +4,15 @@ which of them each scenario drives.
 A contender is a (language, name) pair; each worker (bench/worker.py,
 bench/worker.js, `rlock-bench worker`) knows how to drive the names of its
 language. `floor` is the bare two-command cycle of the language's plain
-client, the yardstick of S1; `rlock` is this project, `rlock-fair` the same
-in fair mode.
+client, the yardstick of S1; `rlock` is this project's mutex, `rlock-fair`
+the same in fair mode. A name `kind:library` is another kind of lock:
+`sem:` one permit of a semaphore of PERMITS, `read:` and `write:` the sides
+of a read-write lock.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from typing import List, Optional, Tuple
@@ -23,6 +24,8 @@ Contender = Tuple[str, str]
 LANGS = {"py": "Python", "js": "Node", "rs": "Rust"}
 PY_PEERS = ["redispy-0.1", "redispy-0.001", "python-redis-lock", "pottery"]
 JS_PEERS = ["redlock", "redis-semaphore"]
+# The semaphore's size in every scenario that takes one.
+PERMITS = 4
 LABELS = {
     ("py", "floor"): "redis-py bare cycle (floor)",
     ("py", "rlock"): "redis-rlock (Python)",
@@ -40,7 +43,20 @@ LABELS = {
     ("py", "rlock-fair"): "redis-rlock (Python), fair mode",
     ("js", "rlock-fair"): "redis-rlock (Node), fair mode",
     ("rs", "rlock-fair"): "redis-rlock (Rust), fair mode",
+    ("py", "sem:rlock"): "redis-rlock semaphore (Python)",
+    ("py", "sem:py-redis-semaphore"): "py-redis-semaphore Semaphore",
+    ("js", "sem:rlock"): "redis-rlock semaphore (Node)",
+    ("js", "sem:redis-semaphore"): "redis-semaphore Semaphore",
+    ("rs", "sem:rlock"): "redis-rlock semaphore (Rust)",
+    ("py", "write:rlock"): "redis-rlock read-write lock (Python), readers and writers behind a writer",
+    ("js", "write:rlock"): "redis-rlock read-write lock (Node), readers and writers behind a writer",
+    ("rs", "write:rlock"): "redis-rlock read-write lock (Rust), readers and writers behind a writer",
 }
+
+# S8: the semaphores, each face's and the peers'.
+SEMAPHORES: List[Contender] = [("py", "sem:rlock"), ("py", "sem:py-redis-semaphore"),
+                               ("js", "sem:rlock"), ("js", "sem:redis-semaphore"),
+                               ("rs", "sem:rlock")]
 
 # S1: every language's floor and lock first, then its peers.
 UNCONTENDED: List[Contender] = (
@@ -50,13 +66,20 @@ UNCONTENDED: List[Contender] = (
     # bound of what any client can make of this lock's two scripts.
     + [("js", "rlock-replay")]
     + [("rs", "floor"), ("rs", "rlock")]
+    # S8's uncontended cycle, in the same rounds.
+    + SEMAPHORES
 )
 
-# S2 and the idle waiters (fair mode joins S2 where a face offers it).
+# S2 (fair mode joins it from every face) and the idle waiters.
 CONTENDED: List[Contender] = (
     [("py", "rlock")] + [("py", p) for p in PY_PEERS] + [("js", "rlock")]
     + [("js", p) for p in JS_PEERS] + [("rs", "rlock")]
 )
+
+# The idle waiters: those of S2 and S8, and each face's read-write lock
+# held by a writer while readers and writers wait (READ_WRITE_WAITERS in turn).
+IDLE: List[Contender] = CONTENDED + SEMAPHORES + [(lang, "write:rlock") for lang in LANGS]
+READ_WRITE_WAITERS = ["read:rlock", "write:rlock"]
 
 # S6: the contenders that take several servers.
 REDLOCK: List[Contender] = [("py", "rlock"), ("py", "pottery"), ("js", "rlock"), ("js", "redlock"),
@@ -76,18 +99,10 @@ def key_of(item: Contender) -> str:
     return "/".join(item)
 
 
-def fair_faces() -> List[str]:
-    """The faces that offer fair mode (the core always does)."""
-    langs = ["rs"]
-    py = subprocess.run([sys.executable, "-c", "import inspect, rlock; "
-                         "raise SystemExit('fair' not in inspect.signature(rlock.Client.lock).parameters)"],
-                        capture_output=True)
-    if py.returncode == 0:
-        langs.insert(0, "py")
-    with open(NODE_FACE) as f:
-        if re.search(r"\bfair\b", f.read()):
-            langs.insert(1 if "py" in langs else 0, "js")
-    return langs
+def kind_of(key: str) -> str:
+    """`sem`, `read`, `write` or `mutex`: the kind of lock of a results key `lang/name`."""
+    name = key.split("/")[1]
+    return name.split(":")[0] if ":" in name else "mutex"
 
 
 def redlock_faces_exist() -> Optional[str]:

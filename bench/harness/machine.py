@@ -94,6 +94,7 @@ def versions() -> Dict[str, str]:
         "redis-py": version("redis"),
         "python-redis-lock": version("python-redis-lock"),
         "pottery": version("pottery"),
+        "py-redis-semaphore": version("py-redis-semaphore"),
         "ioredis": npm("ioredis"),
         "redlock (node-redlock)": npm("redlock"),
         "redis-semaphore": npm("redis-semaphore"),

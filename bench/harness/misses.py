@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List
 
-from .contenders import LANGS
+from .contenders import LANGS, PERMITS
 from .prose import section, sentence
 from .scenarios.in_process_handoff import HANDLES, row_key
 from .stats import pct
@@ -33,6 +33,8 @@ def why_missed(r: Run) -> List[str]:
     s7_missed = [t for t in missed if t["scenario"] == "S7"]
     if s7_missed:
         bullets.append(in_one_process(r, s7_missed))
+    if any(t["scenario"] == "S8" and "redis-semaphore" in t["target"] for t in missed):
+        bullets.append(semaphore(r))
     fair_missed = [t for t in missed if t["scenario"] == "S2 fair"]
     if fair_missed:
         bullets.append(sentence("miss-fair", targets="; ".join(t["target"] for t in fair_missed)))
@@ -112,6 +114,24 @@ def longest_wait_block(r: Run, missed: Target) -> str:
         p99=f"{r['s2_summary'][f'{lang}/rlock']['gap_p99']:.2f}",
         others=sentence("miss-s2-stall-others", low=f"{min(others):.0f}", high=f"{max(others):.0f}")
         if others else "")
+
+
+def semaphore(r: Run) -> str:
+    s8s = r["s8_summary"]
+    peer = s8s["js/sem:redis-semaphore"]
+    ours = {lang: s8s[f"{lang}/sem:rlock"] for lang in LANGS}
+    hold = med([s["hold_p50_ms"] for s in ours.values()])
+    bound = PERMITS / hold * 1000
+    over_peer = bound / med(peer["acq_per_s"])
+    return sentence(
+        "miss-s8", permits=str(PERMITS), hold=f"{hold:.2f}", bound=f"{bound:.0f}",
+        over_peer=f"{over_peer:.2f}", bound_note=sentence("miss-s8-bound") if over_peer < 2 else "",
+        in_use=", ".join(f"{med(s['in_use']):.1f}" for s in ours.values()),
+        peer_in_use=f"{med(peer['in_use']):.1f}",
+        peer_same=f"{100 * med(peer['same_share']):.0f}", peer_longest=f"{peer['longest_wait_ms']:.0f}",
+        peer_spread=f"{med(peer['worker_spread']):.2f}",
+        longest=", ".join(f"{s['longest_wait_ms']:.0f}" for s in ours.values()),
+        spread=", ".join(f"{med(s['worker_spread']):.2f}" for s in ours.values()))
 
 
 def in_one_process(r: Run, s7_missed: List[Target]) -> str:

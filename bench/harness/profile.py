@@ -23,6 +23,11 @@ class Profile:
     # S7: rounds and the length of each block
     s7_rounds: int
     s7_seconds: float
+    # S8 (semaphore, contended) and S9 (read-write lock): rounds and the length of each block
+    s8_rounds: int
+    s8_seconds: float
+    s9_rounds: int
+    s9_seconds: float
     # Idle waiters: how long commands are counted
     idle_window: float
     # S4: how long the locks are held
@@ -47,6 +52,8 @@ FULL = Profile(
     hops_rounds=10, hops_cycles=300,
     s2_rounds=5, s2_seconds=2.0,
     s7_rounds=3, s7_seconds=1.0,
+    s8_rounds=5, s8_seconds=2.0,
+    s9_rounds=5, s9_seconds=2.0,
     idle_window=5.0,
     s4_seconds=60,
     s6_rounds=10, s6_block=100, s6_s2_rounds=2, s6_s2_seconds=2.0,
@@ -59,6 +66,8 @@ QUICK = Profile(
     hops_rounds=4, hops_cycles=100,
     s2_rounds=1, s2_seconds=1.0,
     s7_rounds=1, s7_seconds=0.5,
+    s8_rounds=1, s8_seconds=1.0,
+    s9_rounds=1, s9_seconds=1.0,
     idle_window=2.0,
     s4_seconds=10,
     s6_rounds=3, s6_block=50, s6_s2_rounds=1, s6_s2_seconds=1.0,

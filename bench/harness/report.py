@@ -5,9 +5,11 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List
 
-from .contenders import IN_ONE_PROCESS, LANGS, label_of
+from .contenders import IN_ONE_PROCESS, LANGS, PERMITS, kind_of, label_of
 from .misses import why_missed
 from .prose import section, sentence
+from .scenarios import read_write as s9
+from .scenarios import semaphore_handoff as s8
 from .scenarios.in_process_handoff import HANDLES, row_key
 from .stats import spread
 from .targets import worker_spread
@@ -21,7 +23,7 @@ def fmt_us(x: float) -> str:
 
 def check(t: Dict[str, Any]) -> str:
     if "not a target" in t["scenario"]:
-        return "bound"
+        return t.get("shown", "bound")
     return "met" if t["ok"] else "**missed**"
 
 
@@ -31,8 +33,8 @@ def ok(passed: bool) -> str:
 
 def write_report(r: Dict[str, Any], path: str) -> None:
     parts = [header(r), why_missed(r), uncontended(r), binding_overhead(r), contended(r),
-             fairness_cost(r), in_one_process(r), idle_waiters(r), watchdog(r), redlock(r),
-             section("method")]
+             fairness_cost(r), in_one_process(r), semaphore(r), read_write(r), idle_waiters(r),
+             watchdog(r), redlock(r), section("method")]
     lines: List[str] = []
     for part in parts:
         if part:
@@ -58,10 +60,11 @@ def header(r: Dict[str, Any]) -> List[str]:
     )
 
 
-def uncontended(r: Dict[str, Any]) -> List[str]:
+def cycle_rows(r: Dict[str, Any], kind: str) -> List[str]:
+    """S1's table rows of one kind of lock (`mutex`: the floors too)."""
     s1, s1s = r["s1"], r["s1_summary"]
     rows = []
-    for key in s1["items"]:
+    for key in [k for k in s1["items"] if kind_of(k) == kind]:
         s, c = s1s[key], s1["counts"][key]
         sent = ", ".join(f"{k} {v:g}" for k, v in sorted(c["sent"].items()))
         rows.append(
@@ -69,6 +72,12 @@ def uncontended(r: Dict[str, Any]) -> List[str]:
             f"{sum(c['commandstats_per_cycle'].values()):g} | {c['server_us_per_cycle']:.1f} | "
             f"{med(s['rate']):.0f} | "
             f"{fmt_us(s['p50'])} | {fmt_us(s['p99'])} | {spread(s['ratio_to_floor'])} |")
+    return rows
+
+
+def uncontended(r: Dict[str, Any]) -> List[str]:
+    s1 = r["s1"]
+    rows = cycle_rows(r, "mutex")
     round_trips = []
     for test in r["redis_benchmark"][0]:
         runs = [b[test] for b in r["redis_benchmark"]]
@@ -139,6 +148,42 @@ def in_one_process(r: Dict[str, Any]) -> List[str]:
     rounds = r["s7_rounds"]
     return section("s7", blocks=f"{rounds} block{'s' if rounds != 1 else ''}",
                    seconds=f"{r['s7_seconds']:g}", rows=rows)
+
+
+def semaphore(r: Dict[str, Any]) -> List[str]:
+    s8s = r.get("s8_summary")
+    if not s8s:
+        return []
+    rows = [f"| {label_of(k)} | {spread(s['acq_per_s'], '{:.0f}')} | {spread(s['cross_per_s'], '{:.0f}')} | "
+            f"{100 * med(s['same_share']):.0f} % | {s['wait_p50_ms']:.2f} | "
+            f"{s['longest_wait_ms']:.0f} | {spread(s['worker_spread'])} | {spread(s['in_use'])} | "
+            f"{s['most_inside']} | {s['errors']} |" for k, s in s8s.items()]
+    rounds = r["s8_rounds"]
+    return section("s8", permits=str(PERMITS), workers=str(s8.WORKERS), hold=str(s8.HOLD_MS),
+                   waiting=str(s8.WORKERS - PERMITS),
+                   cycles=cycle_rows(r, "sem"), blocks=f"{rounds} block{'s' if rounds != 1 else ''}",
+                   seconds=f"{r['s8_seconds']:g}", rows=rows)
+
+
+def read_write(r: Dict[str, Any]) -> List[str]:
+    s9s = r.get("s9_summary")
+    if not s9s:
+        return []
+    rows = []
+    for lang in LANGS:
+        for mode, name in (("rw", "read-write lock"), ("mutex", "one mutex")):
+            s = s9s[s9.row_key(lang, mode)]
+            rows.append(
+                f"| {LANGS[lang]} | {name} | {spread(s['reader_acq_per_s'], '{:.0f}')} | "
+                f"{s['reader_wait_p50_ms']:.2f} / {s['reader_longest_wait_ms']:.0f} | "
+                f"{spread(s['writer_acq_per_s'], '{:.0f}')} | "
+                f"{s['writer_wait_p50_ms']:.2f} / {s['writer_longest_wait_ms']:.0f} | "
+                f"{s['read_hold_p50_ms']:.2f} | {ok(not s['breaches'])} |")
+    rounds = r["s9_rounds"]
+    return section("s9", readers=str(s9.READERS), read_hold=str(s9.READ_HOLD_MS),
+                   write_hold=str(s9.WRITE_HOLD_MS), write_pause=str(s9.WRITE_PAUSE_MS),
+                   blocks=f"{rounds} block{'s' if rounds != 1 else ''}",
+                   seconds=f"{r['s9_seconds']:g}", rows=rows)
 
 
 def idle_waiters(r: Dict[str, Any]) -> List[str]:

@@ -11,7 +11,7 @@ import time
 from typing import Any, Dict, List
 
 from .chart import chart
-from .contenders import CONTENDED, LANGS, fair_faces, redlock_faces_exist
+from .contenders import CONTENDED, IDLE, LANGS, PERMITS, redlock_faces_exist
 from .log import log
 from .machine import OthersLoad, machine, versions
 from .paths import OUT, RESULTS_JSON, RESULTS_MD, RESULTS_PNG
@@ -20,6 +20,8 @@ from .profile import Profile
 from .prose import sentence
 from .report import write_report
 from .scenarios import in_process_handoff as s7
+from .scenarios import read_write as s9
+from .scenarios import semaphore_handoff as s8
 from .scenarios import uncontended_cycle as s1
 from .scenarios.contended_handoff import contended_handoff
 from .scenarios.handoffs import summarise_all
@@ -44,7 +46,7 @@ def run(p: Profile, skip_redlock: bool) -> None:
     others = OthersLoad()
     server = BenchServer()
     try:
-        pools = worker_pools(list(LANGS), [server.url])
+        pools = worker_pools(list(LANGS), [server.url], size=s8.WORKERS)
         try:
             measure_with_workers(result, server, pools, p)
         finally:
@@ -65,8 +67,8 @@ def run(p: Profile, skip_redlock: bool) -> None:
 
 def measure_with_workers(result: Result, server: BenchServer, pools: Dict[str, List[Worker]],
                          p: Profile) -> None:
-    """S1, S5, S2, S3 and S7, with the round trip of a plain command at the
-    start, after S1 and at the end."""
+    """S1 (S8's uncontended cycle with it), S5, S2, S3, S7, S8 and S9, with the
+    round trip of a plain command at the start, after S1 and at the end."""
     result["redis_benchmark"] = [plain_round_trip(server.port, p.round_trip_requests)]
     first = {lang: ws[0] for lang, ws in pools.items()}
     log("S1 + S5: uncontended cycles")
@@ -78,8 +80,8 @@ def measure_with_workers(result: Result, server: BenchServer, pools: Dict[str, L
     result["hops"] = runtime_hops(server, p.hops_rounds, p.hops_cycles)
 
     log("S2 + S3: contended handoff")
-    # Fair mode, where the faces offer it: beside the targets, not one of them.
-    fair = [(lang, "rlock-fair") for lang in fair_faces()]
+    # Fair mode: beside the targets, not one of them.
+    fair = [(lang, "rlock-fair") for lang in LANGS]
     result["s2_rounds"], result["s2_seconds"] = p.s2_rounds, p.s2_seconds
     s2 = contended_handoff(pools, CONTENDED + fair, p.s2_rounds, p.s2_seconds)
     result["s2_summary"] = summarise_all(s2)
@@ -89,6 +91,16 @@ def measure_with_workers(result: Result, server: BenchServer, pools: Dict[str, L
     result["s7_rounds"], result["s7_seconds"] = p.s7_rounds, p.s7_seconds
     result["s7_blocks"] = s7.in_process_handoff(first, p.s7_rounds, p.s7_seconds)
     result["s7_summary"] = s7.summarise(result["s7_blocks"])
+
+    log(f"S8: semaphore of {PERMITS} permits, {s8.WORKERS} processes")
+    result["s8_rounds"], result["s8_seconds"] = p.s8_rounds, p.s8_seconds
+    result["s8_blocks"] = s8.semaphore_handoff(pools, p.s8_rounds, p.s8_seconds)
+    result["s8_summary"] = s8.summarise(result["s8_blocks"])
+
+    log(f"S9: read-write lock, {s9.READERS} readers and a writer, against one mutex")
+    result["s9_rounds"], result["s9_seconds"] = p.s9_rounds, p.s9_seconds
+    result["s9_blocks"] = s9.read_write(pools, p.s9_rounds, p.s9_seconds)
+    result["s9_summary"] = s9.summarise(result["s9_blocks"])
     server.redis.flushall()
     result["redis_benchmark"].append(plain_round_trip(server.port, p.round_trip_requests))
 
@@ -99,7 +111,7 @@ def measure_alone(result: Result, server: BenchServer, p: Profile) -> None:
     result["idle_waiters"], result["idle_settle"], result["idle_window"] = \
         p.idle_waiters, p.idle_settle, p.idle_window
     result["idle"] = {}
-    for lang, contender in CONTENDED:
+    for lang, contender in IDLE:
         result["idle"][f"{lang}/{contender}"] = idle_waiters(
             server, lang, contender, p.idle_waiters, p.idle_settle, p.idle_window)
     log("S4: watchdog scale")
@@ -141,6 +153,10 @@ def report_again() -> None:
     result["s2_summary"] = summarise_all(result["s2_blocks"])
     if "s7_blocks" in result:
         result["s7_summary"] = s7.summarise(result["s7_blocks"])
+    if "s8_blocks" in result:
+        result["s8_summary"] = s8.summarise(result["s8_blocks"])
+    if "s9_blocks" in result:
+        result["s9_summary"] = s9.summarise(result["s9_blocks"])
     result["targets"] = targets(result)
     result["rewritten"] = time.strftime("%Y-%m-%d %H:%M %Z")
     write_outputs(result)

@@ -7,7 +7,8 @@ import math
 import statistics
 from typing import Any, Dict, List
 
-from .contenders import IN_ONE_PROCESS, LANGS, label_of
+from .contenders import IN_ONE_PROCESS, LANGS, PERMITS, kind_of, label_of
+from .scenarios import read_write as s9
 from .scenarios.in_process_handoff import HANDLES, row_key
 from .stats import spread
 
@@ -22,8 +23,12 @@ def worker_spread(s: Dict[str, Any]) -> str:
 
 
 class Targets(list):
-    def add(self, scenario: str, target: str, figure: str, ok: bool) -> None:
-        self.append({"scenario": scenario, "target": target, "figure": figure, "ok": bool(ok)})
+    def add(self, scenario: str, target: str, figure: str, ok: bool, shown: str = "") -> None:
+        """`shown`: what the report says in place of met / missed (a figure beside the targets)."""
+        target_row = {"scenario": scenario, "target": target, "figure": figure, "ok": bool(ok)}
+        if shown:
+            target_row["shown"] = shown
+        self.append(target_row)
 
 
 def targets(r: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -33,6 +38,8 @@ def targets(r: Dict[str, Any]) -> List[Dict[str, Any]]:
     fair_mode(t, r)
     idle(t, r)
     in_one_process(t, r)
+    semaphore(t, r)
+    read_write(t, r)
     safety(t, r)
     watchdog(t, r)
     binding_overhead(t, r)
@@ -59,10 +66,13 @@ def uncontended(t: Targets, r: Dict[str, Any]) -> None:
         t.add("S1 (not a target)", "redis-rlock (Node) over ioredis sending its two commands",
               f"{spread([a / b for a, b in zip(js, replay)])}×", True)
     for lang in ("py", "js", "rs"):
-        c = counts[f"{lang}/rlock"]
-        t.add("S1", f"exactly 2 commands per cycle ({LANGS[lang]})",
-              f"{c['sent_per_cycle']:g} sent ({', '.join(f'{k} {v:g}' for k, v in c['sent'].items())})",
-              c["sent_per_cycle"] == 2)
+        two_commands(t, "S1", f"exactly 2 commands per cycle ({LANGS[lang]})", counts[f"{lang}/rlock"])
+
+
+def two_commands(t: Targets, scenario: str, target: str, c: Dict[str, Any]) -> None:
+    t.add(scenario, target,
+          f"{c['sent_per_cycle']:g} sent ({', '.join(f'{k} {v:g}' for k, v in c['sent'].items())})",
+          c["sent_per_cycle"] == 2)
 
 
 def over_best_peer(s: Dict[str, Any], s2s: Dict[str, Any], peers: List[str], rounds: int) -> List[float]:
@@ -114,10 +124,63 @@ def fair_mode(t: Targets, r: Dict[str, Any]) -> None:
               s["gap_p50"] <= 1.1 * default["gap_p50"])
 
 
+# Per kind of lock: the scenario and the waiters its idle target names.
+IDLE_TARGETS = {"mutex": ("S2", "idle waiters"), "sem": ("S8", "idle semaphore waiters"),
+                "write": ("S9", "idle read-write lock waiters (readers and writers)")}
+
+
 def idle(t: Targets, r: Dict[str, Any]) -> None:
-    for k in [k for k in r["idle"] if k.endswith("/rlock")]:
-        t.add("S2", f"idle waiters send no commands ({LANGS[k.split('/')[0]]}, {r['idle_waiters']} waiters)",
+    for k in [k for k in r["idle"] if k.endswith("rlock")]:
+        scenario, waiters = IDLE_TARGETS[kind_of(k)]
+        t.add(scenario, f"{waiters} send no commands ({LANGS[k.split('/')[0]]}, {r['idle_waiters']} waiters)",
               f"{r['idle'][k]['per_s']:.1f} commands/s", r["idle"][k]["per_s"] == 0)
+
+
+def semaphore(t: Targets, r: Dict[str, Any]) -> None:
+    """S8: the uncontended cycle's commands (from S1), the contended handoffs
+    against redis-semaphore's Semaphore, and never more holders than permits."""
+    s8s = r.get("s8_summary")
+    if not s8s:
+        return
+    counts = r["s1"]["counts"]
+    for lang in LANGS:
+        two_commands(t, "S8", f"a semaphore's uncontended cycle: exactly 2 commands ({LANGS[lang]})",
+                     counts[f"{lang}/sem:rlock"])
+    peer = s8s["js/sem:redis-semaphore"]
+    for lang in LANGS:
+        ours = s8s[f"{lang}/sem:rlock"]
+        ratio = per_round(ours["acq_per_s"], peer["acq_per_s"])
+        t.add("S8", f"handoffs (acquisitions)/s ≥ 2× redis-semaphore's Semaphore, {PERMITS} permits "
+              f"({LANGS[lang]})", f"{spread(ratio)}× (same round)", med(ratio) >= 2)
+        ratio = per_round(ours["cross_per_s"], peer["cross_per_s"])
+        t.add("S8 (not a target)", f"handoffs to another worker/s over redis-semaphore's ({LANGS[lang]})",
+              f"{spread(ratio)}× (same round)", True, shown="measured")
+    most = {k: s["most_inside"] for k, s in s8s.items()}
+    over = [k for k, n in most.items() if n > PERMITS]
+    t.add("S8", f"never more than {PERMITS} holders at once (every semaphore, by timestamps)",
+          f"at most {max(most.values())}" + (" in " + ", ".join(over) if over else ""), not over)
+
+
+def per_round(ours: List[float], theirs: List[float]) -> List[float]:
+    return [a / max(b, 1e-9) for a, b in zip(ours, theirs)]
+
+
+def read_write(t: Targets, r: Dict[str, Any]) -> None:
+    """S9: the writer's longest wait among continuous readers, what the readers
+    gain over one mutex, and no reader inside with the writer."""
+    s9s = r.get("s9_summary")
+    if not s9s:
+        return
+    for lang in LANGS:
+        rw, mutex = s9s[s9.row_key(lang, "rw")], s9s[s9.row_key(lang, "mutex")]
+        t.add("S9", f"the writer's longest wait ≤ 50 ms ({LANGS[lang]})",
+              f"{rw['writer_longest_wait_ms']:.0f} ms", rw["writer_longest_wait_ms"] <= 50)
+        gain = per_round(rw["reader_acq_per_s"], mutex["reader_acq_per_s"])
+        t.add("S9 (not a target)", f"readers' acquisitions/s over one mutex's ({LANGS[lang]})",
+              f"{spread(gain)}× (same round)", True, shown="measured")
+    bad = [k for k, s in s9s.items() if s["breaches"]]
+    t.add("S9", "no reader inside with the writer, no two mutex holders (every block, by timestamps)",
+          "all correct" if not bad else "failed: " + ", ".join(bad), not bad)
 
 
 def in_one_process(t: Targets, r: Dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 //! (run it all with `make bench`):
 //!
 //! ```text
-//! rlock-bench worker URL...                    scenarios S1, S2 and idle waiters, as JSON lines on stdin/stdout
+//! rlock-bench worker URL...                    the workers of S1, S2, S7, S8, S9 and the idle waiters (JSON lines)
 //! rlock-bench watchdog URL LOCKS TTL_MS SECS   S4: one client holds LOCKS locks for SECS seconds
 //! rlock-bench proxy HOST:PORT                  forwards to Redis and counts round trips
 //! rlock-bench hops URL ROUNDS CYCLES           the cycle from a plain thread over several runtimes

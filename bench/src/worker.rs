@@ -1,8 +1,9 @@
 //! The Rust worker: the same JSON-lines protocol as `bench/worker.py` and
-//! `bench/worker.js` (one request per line, one reply per line), for two
-//! contenders: `rlock` (the core) and `floor` (redis-rs sending the bare
-//! SET NX PX + EVALSHA compare-and-delete cycle); `rlock-fair` is the core
-//! in fair mode.
+//! `bench/worker.js` (one request per line, one reply per line), for the
+//! contenders `rlock` (the core's mutex) and `floor` (redis-rs sending the
+//! bare SET NX PX + EVALSHA compare-and-delete cycle); `rlock-fair` is the
+//! mutex in fair mode, `sem:rlock` one permit of a semaphore of `permits`
+//! permits, `read:rlock` and `write:rlock` the two sides of a read-write lock.
 //!
 //! Each request runs as a task on the multi-thread runtime, the way async Rust
 //! code using the core runs.
@@ -120,12 +121,33 @@ enum Contender {
 const TOKEN: &str = "rlock-bench-floor";
 
 impl Contender {
-    async fn new(shared: &Shared, name: &str, key: &str, ttl: Duration) -> Result<Self> {
+    /// `permits`: the size of a semaphore (the other kinds take no notice).
+    async fn new(
+        shared: &Shared,
+        name: &str,
+        key: &str,
+        ttl: Duration,
+        permits: i64,
+    ) -> Result<Self> {
+        let options = LockOptions::default().ttl(ttl);
         match name {
             "rlock" | "rlock-fair" => {
-                let options = LockOptions::default().ttl(ttl).fair(name == "rlock-fair");
+                let options = options.fair(name == "rlock-fair");
                 let lock = shared.client().await?.lock_with(key, options)?;
                 Ok(Contender::Rlock(lock))
+            }
+            "sem:rlock" => {
+                let sem = shared.client().await?.semaphore(key, permits, options)?;
+                Ok(Contender::Rlock(sem.lock().clone()))
+            }
+            "read:rlock" | "write:rlock" => {
+                let rw = shared.client().await?.rw_lock(key, options)?;
+                let side = if name == "read:rlock" {
+                    rw.read()
+                } else {
+                    rw.write()
+                };
+                Ok(Contender::Rlock(side.clone()))
             }
             "floor" => {
                 let (conn, sha) = shared.floor().await?;
@@ -196,6 +218,16 @@ fn number(request: &Value, field: &str) -> Result<i64> {
         .ok_or_else(|| format!("missing {field}").into())
 }
 
+/// The size of a semaphore contender (1 when the request names none).
+fn permits(request: &Value) -> i64 {
+    request["permits"].as_i64().unwrap_or(1)
+}
+
+/// Milliseconds from an optional field (0 when absent).
+fn millis(request: &Value, field: &str) -> Duration {
+    Duration::from_millis(request[field].as_u64().unwrap_or(0))
+}
+
 async fn handle(shared: Arc<Shared>, request: Value) -> Result<Value> {
     let contender = text(&request, "contender")?;
     let key = text(&request, "key")?;
@@ -203,7 +235,7 @@ async fn handle(shared: Arc<Shared>, request: Value) -> Result<Value> {
         "s1" => s1(&shared, &request, contender, key).await,
         "s2" => s2(&shared, contender, key, &request).await,
         "s7" => s7(&shared, contender, key, &request).await,
-        "idle" => idle(&shared, contender, key, number(&request, "waiters")?).await,
+        "idle" => idle(&shared, contender, key, &request).await,
         other => Err(format!("unknown op {other:?}").into()),
     }
 }
@@ -215,9 +247,10 @@ async fn s1(shared: &Shared, request: &Value, contender: &str, key: &str) -> Res
     let n = number(request, "n")?;
     let chunk = request["chunk"].as_i64().unwrap_or(n).max(1);
     let ttl = Duration::from_secs(30);
-    let mut runs = vec![(0, Contender::new(shared, contender, key, ttl).await?)];
+    let take = permits(request);
+    let mut runs = vec![(0, Contender::new(shared, contender, key, ttl, take).await?)];
     if let Some(pair) = request["pair"].as_str() {
-        let paired = Contender::new(shared, pair, &format!("{key}:pair"), ttl).await?;
+        let paired = Contender::new(shared, pair, &format!("{key}:pair"), ttl, 1).await?;
         runs.insert(0, (1, paired));
     }
     let mut lat: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
@@ -243,21 +276,31 @@ async fn s1(shared: &Shared, request: &Value, contender: &str, key: &str) -> Res
     Ok(json!({ "lat": lat, "pair_lat": pair_lat, "wall": wall[0], "pair_wall": wall[1] }))
 }
 
-/// S2: acquire / increment the shared counter / release, from `start` until
-/// `end` (monotonic ns); one record `[wanted, acquired, releasing, released]`
-/// per acquisition.
+/// S2 and the other loops: acquire / hold / release, from `start` until
+/// `end` (monotonic ns). With `counter`, the hold increments a shared
+/// non-atomic counter (a file); `hold_ms` sleeps inside, `pause_ms` after
+/// each release. One record `[wanted, acquired, releasing, released]` per
+/// acquisition.
 async fn s2(shared: &Shared, contender: &str, key: &str, request: &Value) -> Result<Value> {
     let start = number(request, "start")?;
     let end = number(request, "end")?;
-    let counter = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(text(request, "counter")?)?;
+    let counter = match request["counter"].as_str() {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)?,
+        ),
+        None => None,
+    };
+    let (hold, pause) = (millis(request, "hold_ms"), millis(request, "pause_ms"));
     let ttl = Duration::from_secs(30);
-    let mut warm = Contender::new(shared, contender, text(request, "warm")?, ttl).await?;
+    let size = permits(request);
+    let warm_key = text(request, "warm")?;
+    let mut warm = Contender::new(shared, contender, warm_key, ttl, size).await?;
     warm.acquire().await?;
     warm.release().await?;
-    let mut c = Contender::new(shared, contender, key, ttl).await?;
+    let mut c = Contender::new(shared, contender, key, ttl, size).await?;
     let wait = start - now_ns();
     if wait > 0 {
         tokio::time::sleep(Duration::from_nanos(wait as u64)).await;
@@ -276,15 +319,28 @@ async fn s2(shared: &Shared, contender: &str, key: &str, request: &Value) -> Res
             }
         }
         let acquired = now_ns();
-        // The non-atomic counter: two holders at once would lose an increment.
-        let mut buf = [0u8; 8];
-        counter.read_at(&mut buf, 0)?;
-        counter.write_at(&(u64::from_le_bytes(buf) + 1).to_le_bytes(), 0)?;
+        if let Some(counter) = &counter {
+            // The non-atomic counter: two holders at once would lose an increment.
+            let mut buf = [0u8; 8];
+            counter.read_at(&mut buf, 0)?;
+            counter.write_at(&(u64::from_le_bytes(buf) + 1).to_le_bytes(), 0)?;
+        }
+        sleep_on_thread(hold);
         let releasing = now_ns();
         c.release().await?;
         records.push([wanted, acquired, releasing, now_ns()]);
+        sleep_on_thread(pause);
     }
     Ok(json!({ "rec": records, "errors": errors }))
+}
+
+/// Sleeps this task's thread for `d`: tokio's timer rounds up to whole
+/// milliseconds (1 ms takes 2), the thread's own sleep takes what Python's
+/// and Node's sleeps take. Only the loops of `s2` sleep, one task each.
+fn sleep_on_thread(d: Duration) {
+    if !d.is_zero() {
+        tokio::task::block_in_place(|| std::thread::sleep(d));
+    }
 }
 
 /// S7: `handles` tasks of this process, each with its own lock on `key` (one
@@ -297,9 +353,9 @@ async fn s7(shared: &Shared, contender: &str, key: &str, request: &Value) -> Res
     let ttl = Duration::from_secs(30);
     let mut contenders = Vec::new();
     for _ in 0..number(request, "handles")? {
-        contenders.push(Contender::new(shared, contender, key, ttl).await?);
+        contenders.push(Contender::new(shared, contender, key, ttl, 1).await?);
     }
-    let mut warm = Contender::new(shared, contender, text(request, "warm")?, ttl).await?;
+    let mut warm = Contender::new(shared, contender, text(request, "warm")?, ttl, 1).await?;
     warm.acquire().await?;
     warm.release().await?;
     let wait = start - now_ns();
@@ -340,19 +396,30 @@ async fn s7(shared: &Shared, contender: &str, key: &str, request: &Value) -> Res
     Ok(json!({ "recs": recs, "counter": counter.load(Ordering::Acquire) }))
 }
 
-/// Idle waiters: one holder with a long lease, then `waiters` handles waiting
-/// on the same key. Answers once they are waiting; the harness measures, then
-/// ends this process.
-async fn idle(shared: &Shared, contender: &str, key: &str, waiters: i64) -> Result<Value> {
+/// Idle waiters: `permits` holders with a long lease, then `waiters` handles
+/// waiting on the same key, of the kinds in `waiter_kinds` in turn (the
+/// contender's own by default). Answers once they are waiting; the harness
+/// measures, then ends this process.
+async fn idle(shared: &Shared, contender: &str, key: &str, request: &Value) -> Result<Value> {
     let ttl = Duration::from_secs(60);
-    let mut holder = Contender::new(shared, contender, key, ttl).await?;
-    holder.acquire().await?;
-    for _ in 0..waiters {
-        let mut c = Contender::new(shared, contender, key, ttl).await?;
+    let size = permits(request);
+    let kinds: Vec<&str> = match request["waiter_kinds"].as_array() {
+        Some(kinds) if !kinds.is_empty() => kinds.iter().filter_map(Value::as_str).collect(),
+        _ => vec![contender],
+    };
+    for _ in 0..size {
+        let mut holder = Contender::new(shared, contender, key, ttl, size).await?;
+        if !holder.acquire().await? {
+            return Err("the holder could not acquire".into());
+        }
+        std::mem::forget(holder);
+    }
+    for i in 0..number(request, "waiters")? {
+        let kind = kinds[i as usize % kinds.len()];
+        let mut c = Contender::new(shared, kind, key, ttl, size).await?;
         tokio::spawn(async move {
             let _ = c.acquire().await;
         });
     }
-    std::mem::forget(holder);
     Ok(json!({ "ready": true }))
 }

@@ -9,19 +9,23 @@ from typing import Any, Dict, List
 
 from ..contenders import Contender
 from ..log import log
-from ..processes import Worker, mono_ns
+from ..processes import Worker
+from .blocks import loop_block
 from .handoffs import analyse_block
+
+WORKERS = 8
 
 
 def contended_handoff(pools: Dict[str, List[Worker]], contenders: List[Contender], rounds: int,
                       seconds: float, prefix: str = "") -> Dict[str, List[Dict[str, Any]]]:
-    """Blocks of every contender, interleaved in a shuffled order per round."""
+    """Blocks of every contender, interleaved in a shuffled order per round,
+    each on the first WORKERS workers of its language."""
     out: Dict[str, List[Dict[str, Any]]] = {"/".join(c): [] for c in contenders}
     for r in range(rounds):
         order = contenders[:]
         random.shuffle(order)
         for lang, contender in order:
-            res = one_block(pools[lang], contender, f"{prefix}{lang}:{contender}:{r}", seconds)
+            res = one_block(pools[lang][:WORKERS], contender, f"{prefix}{lang}:{contender}:{r}", seconds)
             res["round"] = r
             out[f"{lang}/{contender}"].append(res)
         log(f"S2{prefix and ' ' + prefix}: round {r + 1}/{rounds}")
@@ -32,13 +36,9 @@ def one_block(workers: List[Worker], contender: str, tag: str, seconds: float) -
     counter = f"/dev/shm/rlock-bench-{os.getpid()}.counter"
     with open(counter, "wb") as f:
         f.write(bytes(8))
-    # Every worker starts at one instant, once all have the request.
-    start = mono_ns() + 800_000_000
-    end = start + int(seconds * 1e9)
-    for i, w in enumerate(workers):
-        w.send({"op": "s2", "contender": contender, "key": f"s2:{tag}",
-                "warm": f"warm:{tag}:{i}", "start": start, "end": end, "counter": counter})
-    replies = [w.recv(timeout=seconds + 60) for w in workers]
+    replies, start, end = loop_block(
+        [(w, {"contender": contender, "key": f"s2:{tag}", "warm": f"warm:{tag}:{i}",
+              "counter": counter}) for i, w in enumerate(workers)], seconds)
     with open(counter, "rb") as f:
         count = int.from_bytes(f.read(8), "little")
     os.unlink(counter)

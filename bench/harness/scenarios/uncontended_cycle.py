@@ -1,4 +1,5 @@
-"""S1 and S5: acquire + release by one client with nobody else on the key.
+"""S1 and S5: acquire + release by one client with nobody else on the key
+(S8's semaphores too: one permit of PERMITS).
 
 Each contender's block alternates, in chunks of 10 cycles, with the floor of
 its own language in the same process: the ratio of the two is taken block by
@@ -12,7 +13,7 @@ import random
 import statistics
 from typing import Any, Dict, List, Tuple
 
-from ..contenders import UNCONTENDED, Contender, key_of
+from ..contenders import PERMITS, UNCONTENDED, Contender, key_of
 from ..log import log
 from ..monitor import Monitor
 from ..processes import Worker
@@ -24,8 +25,8 @@ FACES: List[Contender] = [("rs", "rlock"), ("py", "rlock"), ("js", "rlock")]
 
 def run_block(first: Dict[str, Worker], item: Contender, n: int, **pairing: Any) -> Dict[str, Any]:
     lang, contender = item
-    return first[lang].call({"op": "s1", "contender": contender,
-                             "key": f"s1:{lang}:{contender}", "n": n, **pairing})
+    return first[lang].call({"op": "s1", "contender": contender, "key": f"s1:{lang}:{contender}",
+                             "n": n, "permits": PERMITS, **pairing})
 
 
 def uncontended_cycle(server: BenchServer, first: Dict[str, Worker], rounds: int,
