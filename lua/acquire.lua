@@ -1,6 +1,6 @@
 -- acquire: take the lock, or re-enter it when this owner already holds it.
 -- (queue.lua is prepended: queue_head, queue_pop, issued_fence, next_fence,
--- take.)
+-- take, re_entered.)
 -- KEYS[1] lock hash  P:{NAME}        fields owner, count, fence; PEXPIRE = lease
 -- KEYS[2] fence counter P:fence{T}   of the Cluster slot of P:{NAME} (T: the
 --         smallest number in that slot), shared by every name of the slot;
@@ -62,8 +62,7 @@ elseif kind == 'hash' and redis.call('HGET', KEYS[1], 'owner') == owner then
   -- a key of another type (a plain SET NX lock of older code) is someone
   -- else's lock, never this owner's
   local count = tonumber(redis.call('HGET', KEYS[1], 'count')) or 1
-  local before = tonumber(ARGV[3])
-  if before < 0 or count <= before then
+  if re_entered(count, tonumber(ARGV[3])) then
     count = redis.call('HINCRBY', KEYS[1], 'count', 1)
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])

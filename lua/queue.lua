@@ -12,6 +12,34 @@
 -- A line key holding a value of another type (written by something else)
 -- makes the line count as empty: nobody is handed the lock through it and
 -- nobody joins it, and nothing is written to it; the lock itself still works.
+--
+-- It also holds the owner's view that those scripts' requests carry (the
+-- re-entry count the owner believes it holds before the request, the same
+-- on every send), so a request sent again after a lost reply is answered,
+-- not applied twice: re_entered and release_count.
+
+-- Whether an acquisition by the holder counts as one more re-entry: not
+-- when Redis' count is past the owner's view `before` already (this request
+-- was applied, its reply lost, or the lock was handed to it meanwhile);
+-- `before` -1: count it whatever the count.
+local function re_entered(count, before)
+  return before < 0 or count <= before
+end
+
+-- The count a release undoes, from Redis' `count` and the owner's view
+-- `before` (-1: unknown, the count as Redis has it); or nil and the count to
+-- answer, when it is below the view: this release was applied already.
+local function release_count(count, before)
+  if before > 0 then
+    if count < before then
+      return nil, count
+    end
+    -- More than the owner believes: a re-entry whose reply it never got
+    -- (both sends failed) was never granted to it, and counts for nothing.
+    return before
+  end
+  return count
+end
 
 local function waiter_alive(channel_prefix, numsub, owner)
   local client = string.match(owner, '^[^:]*')

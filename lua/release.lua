@@ -2,7 +2,7 @@
 -- straight to the first live waiter in line and tells it on its waiter
 -- channel, or frees the lock and announces it to all waiters.
 -- (holding.lua and queue.lua are prepended: held_count, queue_head,
--- queue_pop, next_fence, take.)
+-- queue_pop, next_fence, take, release_count.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] release channel  P:{NAME}:released
 -- KEYS[3] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)
@@ -36,14 +36,10 @@ if not count then
   end
   return refused
 end
-local before = tonumber(ARGV[6]) or -1
-if before > 0 then
-  if count < before then
-    return count
-  end
-  -- More than the owner believes: a re-entry whose reply it never got
-  -- (both sends failed) was never granted to it, and counts for nothing.
-  count = before
+local answer
+count, answer = release_count(count, tonumber(ARGV[6]) or -1)
+if not count then
+  return answer
 end
 if count > 1 then
   redis.call('HSET', KEYS[1], 'count', count - 1)

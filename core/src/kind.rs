@@ -69,11 +69,25 @@ impl Kind {
 fn permit_count(option: Opt, n: i64) -> Result<u32> {
     match u32::try_from(n) {
         Ok(n @ 1..=MAX_PERMITS) => Ok(n),
-        _ => Err(Error::invalid_option(
-            option,
-            format!("must be a whole number from 1 to {MAX_PERMITS}, got {n}"),
-        )),
+        _ => Err(not_a_permit_count(option, n)),
     }
+}
+
+/// A number of permits as a face that counts in floats (JavaScript) got
+/// it: only a whole number is one (its range is checked with the kind).
+pub fn whole_permits(option: Opt, n: f64) -> Result<i64> {
+    // NaN and the infinities have no whole part either.
+    if n.fract() == 0.0 && n.abs() < i64::MAX as f64 {
+        return Ok(n as i64);
+    }
+    Err(not_a_permit_count(option, n))
+}
+
+fn not_a_permit_count(option: Opt, n: impl std::fmt::Display) -> Error {
+    Error::invalid_option(
+        option,
+        format!("must be a whole number from 1 to {MAX_PERMITS}, got {n}"),
+    )
 }
 
 #[cfg(test)]

@@ -49,6 +49,7 @@ pub use url::{sentinel_url_from_settings, url_from_settings, ServerSettings};
 /// options (see [`LockArgs::check`]): the name, a lease given to `extend`,
 /// the prefix and the server URL.
 pub mod validate {
+    pub use crate::kind::whole_permits;
     pub use crate::options::{lease, name, prefix, span, MAX_DURATION, MAX_NAME_BYTES};
     pub use crate::url::checked as url;
 }

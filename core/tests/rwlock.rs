@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rlock_core::{Client, Error, LockOptions, Wait};
-use rlock_test_support::{finished, RedisServer};
+use rlock_test_support::{finished, until, RedisServer};
 
 fn options() -> LockOptions {
     LockOptions::default().ttl(Duration::from_secs(10))
@@ -219,21 +219,6 @@ async fn the_writer_reads_at_once_while_other_writers_wait_fair_or_not() {
         rw.read().release().await.unwrap();
         finished(waiting, Duration::from_secs(10)).await;
         other.write().release().await.unwrap();
-    }
-}
-
-async fn until<F, Fut>(mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !cond().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "condition not met in time"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

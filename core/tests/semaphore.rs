@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::Commands;
 use rlock_core::{Client, Error, LockOptions, Opt, Wait};
-use rlock_test_support::{finished, RedisServer};
+use rlock_test_support::{finished, until, RedisServer};
 
 fn options(ttl: Duration) -> LockOptions {
     LockOptions::default().ttl(ttl)
@@ -210,21 +210,6 @@ async fn bad_permits_are_typed_errors_and_write_nothing() {
     assert_eq!(sem.available().await.unwrap(), 2);
     sem.release().await.unwrap();
     sem.release().await.unwrap();
-}
-
-async fn until<F, Fut>(mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !cond().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "condition not met in time"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -73,8 +73,7 @@ if count then
   if side_of(owner) == 's' and held ~= permits then
     return {3, held}
   end
-  local before = tonumber(ARGV[3])
-  if before < 0 or count <= before then
+  if re_entered(count, tonumber(ARGV[3])) then
     count = count + 1
     put(k.holders, owner, count, fence, held)
   end

@@ -48,13 +48,10 @@ end
 if ARGV[7] ~= '0' and string.format('%d', fence) ~= ARGV[7] then
   return -2
 end
-local before = tonumber(ARGV[6]) or -1
-if before > 0 then
-  if count < before then
-    return count
-  end
-  -- A re-entry whose reply the owner never got counts for nothing.
-  count = before
+local answer
+count, answer = release_count(count, tonumber(ARGV[6]) or -1)
+if not count then
+  return answer
 end
 if count > 1 then
   put(k.holders, owner, count - 1, fence, permits)

@@ -6,7 +6,7 @@
 use napi::bindgen_prelude::FromNapiValue;
 use napi::{check_status, sys};
 use napi_derive::napi;
-use rlock_core::{Invalid, LockArgs, Opt, Unit, MAX_PERMITS};
+use rlock_core::{LockArgs, Opt, Unit};
 
 use crate::error::Failure;
 
@@ -92,18 +92,9 @@ pub fn option_name(option: Opt) -> &'static str {
     }
 }
 
-/// A number of permits as JS gives it: the core checks its range, but only
-/// a whole number is one (a JS number is a float; the core counts in whole
-/// numbers).
+/// A number of permits as JS gives it (a float), checked by the core.
 pub fn permit_count(option: Opt, n: f64) -> Result<i64, Failure> {
-    // NaN and the infinities have no whole part either.
-    if n.fract() == 0.0 && n.abs() < i64::MAX as f64 {
-        return Ok(n as i64);
-    }
-    Err(Failure::Core(rlock_core::Error::InvalidArgument(Invalid {
-        option: Some(option),
-        message: format!("must be a whole number from 1 to {MAX_PERMITS}, got {n}"),
-    })))
+    Ok(rlock_core::validate::whole_permits(option, n)?)
 }
 
 /// The name among `known` closest to the unknown key `unknown`, if any is

@@ -452,36 +452,32 @@ impl Node {
     ) -> RedisResult<(AcquireReply, Option<u32>)> {
         let keys = req.keys;
         let lease_ms = req.lease.as_millis() as u64;
-        let call = if keys.family.is_shared() {
+        let shared = keys.family.is_shared();
+        let mutex_keys = [
+            keys.lock.as_str(),
+            &keys.fence,
+            &keys.queue,
+            &keys.leases,
+            &keys.legacy_fence,
+        ];
+        let mut call = match shared {
+            true => shared::ACQUIRE.call(&shared_keys(keys)),
+            false => ACQUIRE.call(&mutex_keys),
+        }
+        .arg(req.owner)
+        .arg(lease_ms)
+        .arg(i64::from(req.believed))
+        .arg(if req.enqueue { "1" } else { "0" })
+        .arg(&keys.waiter_prefix)
+        .arg(self.numsub_command());
+        if shared {
             let (take, size) = req.kind.asked();
-            shared::ACQUIRE
-                .call(&shared_keys(keys))
-                .arg(req.owner)
-                .arg(lease_ms)
-                .arg(i64::from(req.believed))
-                .arg(if req.enqueue { "1" } else { "0" })
-                .arg(&keys.waiter_prefix)
-                .arg(self.numsub_command())
+            call = call
                 .arg(self.publish_command())
                 .arg(take)
                 .arg(size)
-                .arg(if req.fair { "1" } else { "0" })
-        } else {
-            ACQUIRE
-                .call(&[
-                    &keys.lock,
-                    &keys.fence,
-                    &keys.queue,
-                    &keys.leases,
-                    &keys.legacy_fence,
-                ])
-                .arg(req.owner)
-                .arg(lease_ms)
-                .arg(i64::from(req.believed))
-                .arg(if req.enqueue { "1" } else { "0" })
-                .arg(&keys.waiter_prefix)
-                .arg(self.numsub_command())
-        };
+                .arg(if req.fair { "1" } else { "0" });
+        }
         let run = || async {
             match req.replicas {
                 None => self.call::<Vec<i64>>(&call).await.map(|v| (v, None)),

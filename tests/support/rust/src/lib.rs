@@ -24,5 +24,5 @@ pub use port::free_port;
 pub use proxy::{Cut, FaultProxy};
 pub use sentinel::SentinelGroup;
 pub use server::RedisServer;
-pub use wait::{eventually, finished, until_in_line, wait_until};
+pub use wait::{eventually, finished, until, until_in_line, wait_until};
 pub use worker::{worker_args, worker_command, worker_process};

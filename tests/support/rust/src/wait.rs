@@ -25,6 +25,20 @@ pub fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) 
     }
 }
 
+/// Awaits `cond` (a question put to Redis, say) until it holds, failing
+/// the test once 10 s pass.
+pub async fn until<F, Fut>(mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond().await {
+        assert!(Instant::now() < deadline, "condition not met in time");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Waits until `n` waiters stand in `lock`'s line, as its state reports.
 pub async fn until_in_line(lock: &rlock_core::Lock, n: u32) {
     let deadline = Instant::now() + Duration::from_secs(10);
