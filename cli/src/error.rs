@@ -31,5 +31,11 @@ fn flag(option: Opt) -> &'static str {
         // No flags: `rlock exec` always renews, for as long as CMD runs, and
         // a lease given in a shell is meant as given.
         Opt::AutoRenew | Opt::MaxHold | Opt::AllowLongTtl => option.name(),
+        Opt::Stale => "--stale",
+        Opt::NoneTtl => "--none-ttl",
+        Opt::Jitter => "--jitter",
+        Opt::Early => "--early",
+        Opt::OnError => "--on-error",
+        Opt::LockTtl => "--lock-ttl",
     }
 }

@@ -40,5 +40,6 @@ pub fn for_error(e: &Error) -> u8 {
         // (One `rlock exec` holds one side only: it never asks an upgrade.)
         Error::InvalidArgument(_) | Error::Upgrade { .. } => USAGE,
         Error::NotOwned { .. } | Error::Lost { .. } => LOST,
+        Error::LoaderFailed { .. } => LOST,
     }
 }

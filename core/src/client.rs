@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::task::{self, Poll};
 use std::time::Duration;
 
+use crate::cache::{Cache, CacheOptions};
 use crate::context::{Client, Context};
 use crate::error::{Error, Result};
 use crate::holdings::Given;
@@ -175,6 +176,36 @@ impl Client {
     /// acquisition takes one unless told otherwise ([`Semaphore::acquire`]).
     pub fn semaphore(&self, name: &str, permits: i64, options: LockOptions) -> Result<Semaphore> {
         Semaphore::new(self.lock_kind(name, options, Kind::permits(permits, 1)?)?)
+    }
+
+    /// The cache entry `key`, read and rebuilt as `options` say (see
+    /// [`Cache`]); checked before any I/O.
+    pub fn cache(&self, key: &str, options: CacheOptions) -> Result<Cache> {
+        Cache::new(self.clone(), key, options)
+    }
+
+    /// The value of the cache entry `key`, from the cache or from `loader`,
+    /// which one caller across every process runs on a miss (see
+    /// [`Cache::get`]).
+    pub async fn cached<F, Fut, E>(
+        &self,
+        key: &str,
+        options: CacheOptions,
+        loader: F,
+    ) -> Result<Option<Vec<u8>>>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = std::result::Result<Option<Vec<u8>>, E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        self.cache(key, options)?.get(loader).await
+    }
+
+    /// Deletes the cache entry `key`, so the next read rebuilds it; a
+    /// rebuild running meanwhile (which may have read older data) never
+    /// writes its value after this. Whether there was an entry.
+    pub async fn invalidate(&self, key: &str) -> Result<bool> {
+        crate::cache::invalidate(self, key).await
     }
 
     fn lock_kind(&self, name: &str, options: LockOptions, kind: Kind) -> Result<Lock> {

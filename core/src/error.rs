@@ -131,6 +131,12 @@ pub enum Error {
     /// downgrade and allowed).
     #[error("lock {name:?}: this owner holds it for reading and asked to write (an upgrade, refused: two upgraders would wait on each other for ever); release the read first")]
     Upgrade { name: String },
+    /// The loader of a cache entry failed: the rebuild this caller waited
+    /// for (in any process) reported `message`, or this caller's own loader
+    /// did (Rust's `Client::cached`). Nothing was stored and the rebuild
+    /// lock was given back.
+    #[error("cache entry {key:?}: the loader failed: {message}")]
+    LoaderFailed { key: String, message: String },
 }
 
 impl Error {
@@ -160,6 +166,7 @@ impl Error {
             Error::InvalidArgument(_) => "bad input",
             Error::Closed => "closed",
             Error::Upgrade { .. } => "upgrade",
+            Error::LoaderFailed { .. } => "loader",
         }
     }
 }
@@ -184,6 +191,18 @@ pub enum Opt {
     Permits,
     /// The permits one acquisition of a semaphore asks for.
     Take,
+    /// A cache entry's stale window, after its ttl.
+    Stale,
+    /// How long a cache entry for "nothing found" is kept.
+    NoneTtl,
+    /// How much of a cache entry's ttl is taken off at random.
+    Jitter,
+    /// The early refresh factor of a cache entry (XFetch's beta).
+    Early,
+    /// What callers waiting for a failed rebuild do: share or retry.
+    OnError,
+    /// The lease of a cache entry's rebuild lock.
+    LockTtl,
 }
 
 impl Opt {
@@ -201,6 +220,12 @@ impl Opt {
             Opt::AllowLongTtl => "allow_long_ttl",
             Opt::Permits => "permits",
             Opt::Take => "take",
+            Opt::Stale => "stale",
+            Opt::NoneTtl => "none_ttl",
+            Opt::Jitter => "jitter",
+            Opt::Early => "early",
+            Opt::OnError => "on_error",
+            Opt::LockTtl => "lock_ttl",
         }
     }
 }

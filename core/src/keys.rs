@@ -18,12 +18,16 @@ pub enum Family {
     Mutex,
     RwLock,
     Semaphore,
+    /// The mutex that lets one caller at a time rebuild a cache entry (see
+    /// [`CacheKeys`]): the mutex's scripts on keys of its own, so a lock and
+    /// a cache entry of one name never wait on each other.
+    Rebuild,
 }
 
 impl Family {
     /// Several holders share it, each under its own lease (`lua/shared/`).
     pub fn is_shared(self) -> bool {
-        self != Family::Mutex
+        matches!(self, Family::RwLock | Family::Semaphore)
     }
 }
 
@@ -70,6 +74,7 @@ impl Keys {
             Family::Mutex => format!("{prefix}:{{{name}}}"),
             Family::RwLock => format!("{prefix}:{{{name}}}:rwlock"),
             Family::Semaphore => format!("{prefix}:{{{name}}}:semaphore"),
+            Family::Rebuild => format!("{prefix}:{{{name}}}:rebuild"),
         };
         Keys {
             family,
@@ -89,6 +94,39 @@ impl Keys {
     /// The waiter channel of one client.
     pub fn waiter_channel(&self, client_id: &str) -> String {
         format!("{}{client_id}", self.waiter_prefix)
+    }
+}
+
+/// The keys of one cache entry under one prefix (see `lua/cached/lib.lua`
+/// and docs/protocol.md), all in the slot of `{KEY}`, so that one script
+/// reads or writes the entry, its rebuild lock and its failure together on
+/// Redis Cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheKeys {
+    /// `P:{KEY}:cached`: the entry (a hash); its PEXPIRE ends its stale
+    /// window.
+    pub entry: String,
+    /// `P:{KEY}:cached:failed`: the last failed rebuild, "<token> <message>",
+    /// kept while the callers waiting for that rebuild may still read it.
+    pub failed: String,
+    /// `P:{KEY}:cached:news`: the pub/sub channel announcing a rebuild's end
+    /// (`written <token>`, `failed <token>`) to the callers waiting for it.
+    pub news: String,
+    /// The rebuild lock: a mutex's keys under [`Family::Rebuild`].
+    pub rebuild: Keys,
+}
+
+impl CacheKeys {
+    /// Builds the keys of the cache entry `key`; `key` and `prefix` must
+    /// already be validated.
+    pub fn new(prefix: &str, key: &str) -> Self {
+        let entry = format!("{prefix}:{{{key}}}:cached");
+        CacheKeys {
+            failed: format!("{entry}:failed"),
+            news: format!("{entry}:news"),
+            entry,
+            rebuild: Keys::of(Family::Rebuild, prefix, key),
+        }
     }
 }
 
@@ -125,6 +163,12 @@ mod tests {
         assert_eq!(k.queue, "rlock:{product:1001}:queue");
         assert_eq!(k.leases, "rlock:{product:1001}:leases");
         assert_eq!(k.waiter_channel("c1"), "rlock:{product:1001}:w:c1");
+        let c = CacheKeys::new("rlock", "product:1001");
+        assert_eq!(c.entry, "rlock:{product:1001}:cached");
+        assert_eq!(c.failed, "rlock:{product:1001}:cached:failed");
+        assert_eq!(c.news, "rlock:{product:1001}:cached:news");
+        assert_eq!(c.rebuild.lock, "rlock:{product:1001}:rebuild");
+        assert_eq!(c.rebuild.fence, k.fence);
         let rw = Keys::of(Family::RwLock, "rlock", "cfg");
         assert_eq!(rw.lock, "rlock:{cfg}:rwlock");
         assert_eq!(rw.until, "rlock:{cfg}:rwlock:until");

@@ -21,6 +21,8 @@ pub enum Kind {
         size: u32,
         take: u32,
     },
+    /// The rebuild lock of a cache entry: a mutex under keys of its own.
+    Rebuild,
 }
 
 impl Kind {
@@ -42,6 +44,7 @@ impl Kind {
             Kind::Mutex => Family::Mutex,
             Kind::Read | Kind::Write => Family::RwLock,
             Kind::Permits { .. } => Family::Semaphore,
+            Kind::Rebuild => Family::Rebuild,
         }
     }
 
@@ -51,7 +54,7 @@ impl Kind {
         match self {
             Kind::Read => "/r",
             Kind::Write => "/w",
-            Kind::Mutex | Kind::Permits { .. } => "",
+            Kind::Mutex | Kind::Permits { .. } | Kind::Rebuild => "",
         }
     }
 

@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cache;
 mod client;
 mod context;
 mod embed;
@@ -31,11 +32,15 @@ mod wakeups;
 mod watchdog;
 
 pub use crate::redis::scripts::{Holder, LockState, SharedState};
+pub use cache::{
+    Cache, CacheArgs, CacheOptions, Entry, OnError, Read, Rebuild, Stored, BYTES, DEFAULT_EARLY,
+    DEFAULT_JITTER, DEFAULT_NONE_TTL, MAX_VALUE_BYTES,
+};
 pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use context::Client;
 pub use embed::{driver, spin};
 pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
-pub use keys::{Family, Keys};
+pub use keys::{CacheKeys, Family, Keys};
 pub use kind::{Kind, MAX_PERMITS};
 pub use lock::{Acquired, Lock};
 pub use options::{
@@ -50,7 +55,7 @@ pub use url::{sentinel_url_from_settings, url_from_settings, ServerSettings};
 /// the prefix and the server URL.
 pub mod validate {
     pub use crate::kind::whole_permits;
-    pub use crate::options::{lease, name, prefix, span, MAX_DURATION, MAX_NAME_BYTES};
+    pub use crate::options::{cache_key, lease, name, prefix, span, MAX_DURATION, MAX_NAME_BYTES};
     pub use crate::url::checked as url;
 }
 

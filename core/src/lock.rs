@@ -74,7 +74,7 @@ impl Lock {
     ) -> Result<Self> {
         options::name(name)?;
         options.check()?;
-        if kind != Kind::Mutex && client.context.deployment.is_redlock() {
+        if kind.family().is_shared() && client.context.deployment.is_redlock() {
             // Their holders and their line live in one Redis; several
             // masters would each count a different set of holders.
             return Err(Error::invalid(
@@ -301,7 +301,7 @@ impl Lock {
     /// The mutex's state in Redis (one round trip); a read-write lock's or
     /// semaphore's is [`shared_state`](Self::shared_state).
     pub async fn state(&self) -> Result<LockState> {
-        if self.kind != Kind::Mutex {
+        if self.kind.family().is_shared() {
             return Err(Error::invalid(
                 "state() reads a mutex; a read-write lock's or semaphore's state is shared_state()",
             ));
@@ -319,7 +319,7 @@ impl Lock {
     /// does; for a write, whether anyone does; for permits, whether fewer are
     /// free than this handle asks for.
     pub async fn locked(&self) -> Result<bool> {
-        if self.kind == Kind::Mutex {
+        if !self.kind.family().is_shared() {
             return Ok(self.state().await?.held);
         }
         let state = self.shared_state().await?;
@@ -335,7 +335,7 @@ impl Lock {
 
     /// Whether this owner holds the lock (asked of Redis, not of local state).
     pub async fn owned(&self) -> Result<bool> {
-        if self.kind == Kind::Mutex {
+        if !self.kind.family().is_shared() {
             return Ok(self.state().await?.owner.as_deref() == Some(&*self.owner));
         }
         let state = self.shared_state().await?;

@@ -380,7 +380,7 @@ pub fn lease(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
 }
 
 /// An option that is a wait or a hold bound: see [`span`].
-fn option_span(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
+pub(crate) fn option_span(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
     // Only a timeout has "forever" for its unset value.
     if option == Opt::Timeout && value == f64::INFINITY {
         return Err(Error::invalid_option(
@@ -455,19 +455,29 @@ fn replicas(k: u32) -> Result<()> {
 /// would leave the `{NAME}` hash tag empty and split the lock's keys over
 /// Redis Cluster slots).
 pub fn name(name: &str) -> Result<()> {
+    named("lock name", name)
+}
+
+/// A cache key: the rules of a lock name (its keys carry it in the same
+/// `{KEY}` hash tag).
+pub fn cache_key(key: &str) -> Result<()> {
+    named("cache key", key)
+}
+
+fn named(noun: &str, name: &str) -> Result<()> {
     if name.is_empty() {
-        return Err(Error::invalid("lock name must not be empty"));
+        return Err(Error::invalid(format!("{noun} must not be empty")));
     }
     if name.len() > MAX_NAME_BYTES {
         return Err(Error::invalid(format!(
-            "lock name must be at most {MAX_NAME_BYTES} bytes, got {}",
+            "{noun} must be at most {MAX_NAME_BYTES} bytes, got {}",
             name.len()
         )));
     }
     if name.starts_with('}') {
-        return Err(Error::invalid(
-            "lock name must not start with '}' (the key's {NAME} hash tag would be empty)",
-        ));
+        return Err(Error::invalid(format!(
+            "{noun} must not start with '}}' (its keys' {{...}} hash tag would be empty)"
+        )));
     }
     Ok(())
 }

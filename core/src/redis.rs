@@ -4,6 +4,7 @@
 //! with their replies. Nothing here knows of waits or holdings: a request goes
 //! out, and its answer comes back as the lock code needs it.
 
+pub(crate) mod cached;
 pub(crate) mod deployment;
 pub(crate) mod endpoint;
 pub(crate) mod scripts;

@@ -89,6 +89,12 @@ pub fn option_name(option: Opt) -> &'static str {
         // A semaphore's size, and what one acquisition takes: both are
         // `permits`, of `client.semaphore()` and of `acquire()`.
         Opt::Permits | Opt::Take => "permits",
+        Opt::Stale => "staleMs",
+        Opt::NoneTtl => "noneTtlMs",
+        Opt::Jitter => "jitter",
+        Opt::Early => "early",
+        Opt::OnError => "onError",
+        Opt::LockTtl => "lockTtlMs",
     }
 }
 

@@ -259,6 +259,11 @@ fn lock_for(
             .with_owner(unit)
             .write()
             .clone(),
+        Kind::Rebuild => {
+            return Err(rlock_core::Error::invalid(
+                "a cache entry's rebuild lock is taken by cached(), not as a lock",
+            ))
+        }
         Kind::Permits { size, take } => client
             .semaphore(name, size.into(), options)?
             .with_owner(unit)

@@ -402,7 +402,7 @@ impl Node {
         }
     }
 
-    async fn call<T: FromRedisValue>(&self, call: &Call<'_>) -> RedisResult<T> {
+    pub(super) async fn call<T: FromRedisValue>(&self, call: &Call<'_>) -> RedisResult<T> {
         let mut conn = self.conn().await?;
         let r = match call.cmd(false).query_async(&mut conn).await {
             Err(e) if is_noscript(&e) => call.cmd(true).query_async(&mut conn).await,

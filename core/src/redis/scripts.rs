@@ -101,6 +101,16 @@ pub(crate) mod shared {
     pub(crate) static DEQUEUE: Lua = lua!("queue.lua", "shared/lib.lua", "shared/dequeue.lua");
 }
 
+/// The scripts of a cache entry (`lua/cached/`).
+pub(crate) mod cached {
+    use super::*;
+
+    pub(crate) static READ: Lua = lua!("cached/lib.lua", "cached/read.lua");
+    pub(crate) static WRITE: Lua = lua!("cached/lib.lua", "cached/write.lua");
+    pub(crate) static FAIL: Lua = lua!("cached/lib.lua", "cached/fail.lua");
+    pub(crate) static INVALIDATE: Lua = lua!("cached/lib.lua", "cached/invalidate.lua");
+}
+
 /// Whether a reply says the server does not know the script.
 pub(crate) fn is_noscript(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)

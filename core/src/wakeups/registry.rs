@@ -52,6 +52,10 @@ struct Channel {
     idle_spells: u64,
     /// Passes on a handoff to an owner no longer in line here.
     orphans: Option<Orphans>,
+    /// Counts every message on the channel (and every time messages may
+    /// have been lost): what callers waiting for a cache entry's rebuild
+    /// watch, every one of them woken by each message.
+    news: watch::Sender<u64>,
 }
 
 /// Called with the owner id and token of a handoff that reached no waiter:
@@ -86,6 +90,8 @@ pub(crate) struct Ticket {
     wake: Arc<Notify>,
     /// Waiters in line: the owner id and where its handoff arrives.
     handoff: Option<(String, watch::Receiver<Option<u64>>)>,
+    /// See `Channel::news`.
+    news: watch::Receiver<u64>,
 }
 
 impl Waiters {
@@ -130,7 +136,7 @@ impl Waiters {
         deadline: Option<tokio::time::Instant>,
     ) -> Ticket {
         let feeds = self.feeds.lock().unwrap().len();
-        let (wake, mut confirmed, handoff) = {
+        let (wake, mut confirmed, handoff, news) = {
             let mut channels = self.channels.lock().unwrap();
             let fresh = !channels.contains_key(channel);
             let entry = channels
@@ -143,6 +149,7 @@ impl Waiters {
                     taken: VecDeque::new(),
                     idle_spells: 0,
                     orphans: None,
+                    news: watch::channel(0).0,
                 });
             entry.waiters += 1;
             let handoff = fair_owner.map(|owner| {
@@ -155,7 +162,13 @@ impl Waiters {
                 // requests reach each feed in the order the entries changed.
                 self.tell_feeds(channel);
             }
-            (entry.wake.clone(), entry.confirmed.subscribe(), handoff)
+            let news = entry.news.subscribe();
+            (
+                entry.wake.clone(),
+                entry.confirmed.subscribe(),
+                handoff,
+                news,
+            )
         };
         // A majority of feeds will do (Redlock: a master may be down), and
         // never past the waiter's own deadline.
@@ -168,6 +181,7 @@ impl Waiters {
             channel: channel.to_owned(),
             wake,
             handoff,
+            news,
         };
         let _ = tokio::time::timeout_at(until, confirmed.wait_for(|n| *n >= needed)).await;
         ticket
@@ -188,6 +202,7 @@ impl Waiters {
         let Some(c) = channels.get_mut(channel) else {
             return;
         };
+        c.news.send_modify(|n| *n += 1);
         let Some((fence, owner)) = parse_handoff(payload) else {
             c.wake.notify_one();
             return;
@@ -326,6 +341,7 @@ impl Waiters {
         // an attempt right now.
         c.wake.notify_waiters();
         c.wake.notify_one();
+        c.news.send_modify(|n| *n += 1);
     }
 }
 
@@ -353,6 +369,15 @@ impl Ticket {
     /// Resolves on a release message for this channel (or a reconnect).
     pub(crate) async fn released(&self) {
         self.wake.notified().await
+    }
+
+    /// Every message on this channel from now on (or a reconnect that may
+    /// have lost some), as a counter that changes: a caller takes it before
+    /// it reads what a message would announce, so none is missed between.
+    pub(crate) fn news(&self) -> watch::Receiver<u64> {
+        let mut news = self.news.clone();
+        news.mark_unchanged();
+        news
     }
 
     /// A waiter in line: resolves with the fencing token when a release handed

@@ -1,0 +1,252 @@
+//! `cached`: one rebuild per miss across every caller, fenced writes,
+//! stale-while-revalidate, negative entries, invalidation, failures shared
+//! with the callers that waited for them.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Commands;
+use rlock_core::{CacheOptions, Client, Error, OnError, Read, Stored};
+use rlock_test_support::{until, RedisServer};
+
+fn ttl(secs: u64) -> CacheOptions {
+    CacheOptions::new(Duration::from_secs(secs))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_loader_runs_for_fifty_callers_on_a_miss_and_all_get_its_value() {
+    let redis = RedisServer::start();
+    let clients = [
+        Client::connect(&redis.url()).await.unwrap(),
+        Client::connect(&redis.url()).await.unwrap(),
+    ];
+    let loads = Arc::new(AtomicU32::new(0));
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let client = clients[i % 2].clone();
+            let loads = loads.clone();
+            tokio::spawn(async move {
+                client
+                    .cached("product:1", ttl(60), move || async move {
+                        loads.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        Ok::<_, String>(Some(b"keyboard".to_vec()))
+                    })
+                    .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), Some(b"keyboard".to_vec()));
+    }
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    // A hit is one script call: the entry as the rebuild wrote it.
+    let mut conn = redis.conn();
+    let fence: u64 = conn.hget("rlock:{product:1}:cached", "fence").unwrap();
+    assert!(fence >= 1);
+    let pttl: i64 = conn.pttl("rlock:{product:1}:cached").unwrap();
+    assert!((54_000..=60_000).contains(&pttl), "jittered ttl {pttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_loader_reaches_every_caller_that_waited_for_it() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let cache = client.cache("broken", ttl(60)).unwrap();
+    let Read::Load(rebuild) = cache.read().await.unwrap() else {
+        panic!("the first caller loads");
+    };
+    let mut waiters = Vec::new();
+    for _ in 0..5 {
+        let c = Client::connect(&redis.url()).await.unwrap();
+        waiters.push(tokio::spawn(async move {
+            c.cached("broken", ttl(60), || async { Ok::<_, String>(None) })
+                .await
+        }));
+    }
+    // Each waiter's client subscribes once it saw the rebuild in progress.
+    until(|| async { redis.subscribers("rlock:{broken}:cached:news") == 5 }).await;
+    let mut conn = redis.conn();
+    rebuild.fail("database down").await.unwrap();
+    for w in waiters {
+        match w.await.unwrap() {
+            Err(Error::LoaderFailed { key, message }) => {
+                assert_eq!(key, "broken");
+                assert_eq!(message, "database down");
+            }
+            other => panic!("expected the loader's failure, got {other:?}"),
+        }
+    }
+    // No lock left, no entry written: the next caller loads.
+    let exists: bool = conn.exists("rlock:{broken}:rebuild").unwrap();
+    assert!(!exists);
+    assert!(matches!(cache.read().await.unwrap(), Read::Load(_)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_retry_the_waiters_rebuild_themselves_after_a_failure() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let options = ttl(60).on_error(OnError::Retry);
+    let Read::Load(rebuild) = client
+        .cache("flaky", options.clone())
+        .unwrap()
+        .read()
+        .await
+        .unwrap()
+    else {
+        panic!("the first caller loads");
+    };
+    let c = client.clone();
+    let waiter = tokio::spawn(async move {
+        c.cached("flaky", options, || async {
+            Ok::<_, String>(Some(b"second".to_vec()))
+        })
+        .await
+    });
+    until(|| async { redis.subscribers("rlock:{flaky}:cached:news") == 1 }).await;
+    rebuild.fail("first try failed").await.unwrap();
+    assert_eq!(waiter.await.unwrap().unwrap(), Some(b"second".to_vec()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_under_an_older_token_never_replaces_a_newer_one() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let short = ttl(60).lock_ttl(Duration::from_millis(300));
+    let cache = client.cache("slow-db", short.clone()).unwrap();
+    let Read::Load(old) = cache.read().await.unwrap() else {
+        panic!("loads");
+    };
+    // The old rebuilder's lease ends while its database is slow (its
+    // renewal is cut off by deleting the lock, as an expiry would).
+    let mut conn = redis.conn();
+    let _: () = conn.del("rlock:{slow-db}:rebuild").unwrap();
+    let Read::Load(new) = cache.read().await.unwrap() else {
+        panic!("a second rebuild once the first lost its lock");
+    };
+    assert!(new.fence() > old.fence());
+    assert_eq!(
+        new.store(Some(b"new"), "bytes").await.unwrap(),
+        Stored::Written
+    );
+    assert_eq!(
+        old.store(Some(b"old"), "bytes").await.unwrap(),
+        Stored::LockLost
+    );
+    let value: Vec<u8> = conn.hget("rlock:{slow-db}:cached", "value").unwrap();
+    assert_eq!(value, b"new");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalidation_refuses_the_rebuild_running_across_it() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let cache = client.cache("price", ttl(60)).unwrap();
+    let Read::Load(before) = cache.read().await.unwrap() else {
+        panic!("loads");
+    };
+    assert!(!client.invalidate("price").await.unwrap());
+    assert_eq!(
+        before.store(Some(b"read before"), "bytes").await.unwrap(),
+        Stored::Invalidated
+    );
+    let value = client
+        .cached("price", ttl(60), || async {
+            Ok::<_, String>(Some(b"after".to_vec()))
+        })
+        .await
+        .unwrap();
+    assert_eq!(value, Some(b"after".to_vec()));
+    assert!(client.invalidate("price").await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_found_is_cached_for_the_none_ttl() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let loads = Arc::new(AtomicU32::new(0));
+    let options = ttl(60).none_ttl(Duration::from_secs(2));
+    for _ in 0..20 {
+        let loads = loads.clone();
+        let v = client
+            .cached("user:404", options.clone(), move || async move {
+                loads.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, String>(None)
+            })
+            .await
+            .unwrap();
+        assert_eq!(v, None);
+    }
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    let pttl: i64 = redis.conn().pttl("rlock:{user:404}:cached").unwrap();
+    assert!((1_800..=2_000).contains(&pttl), "none ttl {pttl}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_entry_is_served_at_once_while_one_caller_refreshes_it() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let options = CacheOptions::new(Duration::from_millis(200))
+        .stale(Some(Duration::from_secs(30)))
+        .jitter(0.0)
+        .early(0.0);
+    let cache = client.cache("feed", options).unwrap();
+    let Read::Load(first) = cache.read().await.unwrap() else {
+        panic!("loads");
+    };
+    first.store(Some(b"v1"), "bytes").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let mut refreshes = Vec::new();
+    let mut hits = 0;
+    for _ in 0..10 {
+        match cache.read().await.unwrap() {
+            Read::Refresh(entry, rebuild) => {
+                assert_eq!(entry.value.as_deref(), Some(&b"v1"[..]));
+                refreshes.push(rebuild);
+            }
+            Read::Hit(entry) => {
+                assert_eq!(entry.value.as_deref(), Some(&b"v1"[..]));
+                hits += 1;
+            }
+            Read::Load(_) => panic!("a stale entry within the window is served"),
+        }
+    }
+    assert_eq!(refreshes.len(), 1, "one refresh, {hits} plain hits");
+    let rebuild = refreshes.pop().unwrap();
+    assert_eq!(
+        rebuild.store(Some(b"v2"), "bytes").await.unwrap(),
+        Stored::Written
+    );
+    match cache.read().await.unwrap() {
+        Read::Hit(entry) => assert_eq!(entry.value.as_deref(), Some(&b"v2"[..])),
+        _ => panic!("fresh again"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_before_any_io() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    assert!(matches!(
+        client.cache("", ttl(1)),
+        Err(Error::InvalidArgument(_))
+    ));
+    let zero = CacheOptions::new(Duration::ZERO);
+    assert!(matches!(
+        client.cache("k", zero),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Someone else's data under the entry's key is reported, never replaced.
+    let mut conn = redis.conn();
+    let _: () = conn.set("rlock:{theirs}:cached", "not ours").unwrap();
+    let r = client
+        .cached("theirs", ttl(60), || async {
+            Ok::<_, String>(Some(b"x".to_vec()))
+        })
+        .await;
+    assert!(matches!(r, Err(Error::Connection(_))), "{r:?}");
+    let kept: String = conn.get("rlock:{theirs}:cached").unwrap();
+    assert_eq!(kept, "not ours");
+}
