@@ -73,6 +73,19 @@ class LockUpgradeError extends LockError {
   }
 }
 
+/**
+ * The loader of a cache entry failed in the caller that was rebuilding it
+ * (in this process or another), for a caller that waited for that rebuild.
+ * The caller whose own loader failed gets that loader's error instead.
+ */
+class CacheLoaderError extends LockError {
+  constructor(message, key) {
+    super(message, 'ERR_CACHE_LOADER')
+    /** The cache key. */
+    this.key = key
+  }
+}
+
 function invalidArg(ErrorClass, message) {
   const err = new ErrorClass(message)
   err.code = 'ERR_INVALID_ARG'
@@ -83,15 +96,20 @@ function invalidArg(ErrorClass, message) {
 // face replaces it with the signal's own reason.
 const ABORTED = new Error('aborted')
 
-/** Builds this package's errors from the category the core names. */
-function makeError(category, message, reason) {
+/**
+ * Builds this package's errors from the category the core names; `detail`
+ * is the reason of a 'not owner' or 'lost' error, the key of a 'loader' one.
+ */
+function makeError(category, message, detail) {
   switch (category) {
     case 'timeout':
       return new LockTimeoutError(message)
     case 'not owner':
-      return new LockNotOwnedError(message, reason ?? undefined)
+      return new LockNotOwnedError(message, detail ?? undefined)
     case 'lost':
-      return new LockLostError(message, reason ?? undefined)
+      return new LockLostError(message, detail ?? undefined)
+    case 'loader':
+      return new CacheLoaderError(message, detail ?? undefined)
     case 'connection':
       return new LockConnectionError(message)
     case 'closed':
@@ -124,9 +142,9 @@ function expect(ok, what, expected, value) {
 // so two different names would be one lock: refuse them as Python does.
 const LONE_SURROGATE = /\p{Cs}/u
 
-function expectName(name) {
-  expect(typeof name === 'string', 'name', 'a string', name)
-  expect(!LONE_SURROGATE.test(name), 'name', 'well-formed text (no lone UTF-16 surrogate)', name)
+function expectName(name, what = 'name') {
+  expect(typeof name === 'string', what, 'a string', name)
+  expect(!LONE_SURROGATE.test(name), what, 'well-formed text (no lone UTF-16 surrogate)', name)
 }
 
 // The keys each options object takes. A key outside them is refused, never
@@ -137,6 +155,7 @@ const USING_OPTIONS = [...LOCK_OPTIONS, 'signal']
 const ACQUIRE_OPTIONS = ['signal']
 const SEMAPHORE_OPTIONS = [...LOCK_OPTIONS, 'permits']
 const PERMITS_OPTIONS = [...ACQUIRE_OPTIONS, 'permits']
+const CACHE_OPTIONS = native.cacheOptionNames()
 const CONNECT_OPTIONS = ['prefix', 'cluster', 'tlsCa']
 const FROM_IOREDIS_OPTIONS = ['prefix', 'tlsCa']
 
@@ -428,6 +447,38 @@ class Client {
   }
 
   /**
+   * The value of the cache entry `key`: from the cache, or from `loader()`
+   * (a value or a promise of one), run by one caller across every process
+   * while the others wait for what it stores. How values are stored and
+   * read back: "Cache values" below. Bad arguments reject before any I/O.
+   */
+  async cached(key, loader, options) {
+    expectName(key, 'key')
+    expect(typeof loader === 'function', 'loader', 'a function', loader)
+    const read = await this.#native.cacheRead(key, optionsObject(options, 'options', CACHE_OPTIONS))
+    switch (read.kind) {
+      case 'hit':
+        return cacheValue(key, read)
+      case 'load':
+        return cacheLoad(key, read.rebuild, loader)
+      default:
+        // Stale-while-revalidate (or an early refresh): the current value
+        // now, the loader in the background.
+        cacheRefresh(key, read.rebuild, loader)
+        return cacheValue(key, read)
+    }
+  }
+
+  /**
+   * Deletes the cache entry `key`, so the next read rebuilds it: true when
+   * there was one. A rebuild running meanwhile does not store its value.
+   */
+  async invalidate(key) {
+    expectName(key, 'key')
+    return this.#native.invalidate(key)
+  }
+
+  /**
    * Closes the client: locks still held are released (best effort: one Redis
    * does not release within 2 s expires with its lease) and count as lost
    * (their `signal` aborts), waits in progress reject, renewals stop, the
@@ -442,6 +493,95 @@ class Client {
       return Promise.reject(err)
     }
   }
+}
+
+// Cache values. Each is stored with a format tag that every face reads the
+// same way: 'bytes' (a Buffer), 'text' (a string), 'json' (anything else
+// JSON encodes); 'pickle' is Python's own. null and undefined are "nothing
+// found", stored as such and read back as undefined.
+
+/** The value of a hit (or of the value a refresh replaces). */
+function cacheValue(key, { value, format }) {
+  if (value === null || value === undefined) return undefined
+  switch (format) {
+    case 'bytes':
+      return value
+    case 'text':
+      return value.toString('utf8')
+    case 'json':
+      return JSON.parse(value.toString('utf8'))
+    case 'pickle':
+      throw cacheFormatError(`cache entry ${JSON.stringify(key)} holds a Python pickle, which only Python reads (store JSON from Python to share the entry)`)
+    default:
+      throw cacheFormatError(`cache entry ${JSON.stringify(key)} holds a value of format ${JSON.stringify(format)}, which this package does not read`)
+  }
+}
+
+function cacheFormatError(message) {
+  const err = new TypeError(message)
+  err.code = 'ERR_CACHE_FORMAT'
+  return err
+}
+
+/**
+ * `[bytes, format]` of a loader's value; a value JSON cannot encode (a
+ * BigInt, a cycle, a function) is a TypeError.
+ */
+function cacheEncoded(key, value) {
+  if (value === null || value === undefined) return [null, 'bytes']
+  if (value instanceof Uint8Array) return [Buffer.from(value.buffer, value.byteOffset, value.byteLength), 'bytes']
+  if (typeof value === 'string') return [Buffer.from(value, 'utf8'), 'text']
+  let json
+  try {
+    json = JSON.stringify(value)
+  } catch (err) {
+    throw invalidArg(TypeError, `cache entry ${JSON.stringify(key)}: the loader's value cannot be stored as JSON (${err.message})`)
+  }
+  // A function or a symbol (or a toJSON() giving undefined) encodes as nothing.
+  if (json === undefined) {
+    throw invalidArg(TypeError, `cache entry ${JSON.stringify(key)}: the loader's value cannot be stored as JSON (it is ${describe(value)})`)
+  }
+  return [Buffer.from(json, 'utf8'), 'json']
+}
+
+/**
+ * Runs the loader and stores its value through `rebuild`; resolves with
+ * that value (undefined for "nothing found"), stored or not (a rebuild
+ * whose lease ended, or that an invalidation overtook, is not written but
+ * its value is still the answer). A loader that throws, or a value that
+ * cannot be stored, fails the rebuild first (the lock is given back and
+ * the waiting callers told), then rejects with that error.
+ */
+async function cacheLoad(key, rebuild, loader) {
+  let value
+  let encoded
+  try {
+    value = await loader()
+    encoded = cacheEncoded(key, value)
+  } catch (err) {
+    // A failure to tell the waiters must not hide the loader's own error:
+    // they wake at the end of the rebuild lock's lease anyway.
+    await rebuild.fail(failureMessage(err)).catch(() => {})
+    throw err
+  }
+  await rebuild.store(...encoded)
+  return value ?? undefined
+}
+
+/** What the waiters of a failed rebuild are told (in any language). */
+function failureMessage(err) {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err)
+}
+
+/**
+ * A refresh in the background: no caller awaits it, so a failure becomes a
+ * warning (`RLOCK_CACHE_REFRESH`), never an unhandled rejection.
+ */
+function cacheRefresh(key, rebuild, loader) {
+  cacheLoad(key, rebuild, loader).catch((err) => {
+    const message = `cache entry ${JSON.stringify(key)}: the background refresh failed: ${failureMessage(err)}`
+    process.emitWarning(message, { code: 'RLOCK_CACHE_REFRESH' })
+  })
 }
 
 class Lock {
@@ -695,4 +835,5 @@ module.exports = {
   LockConnectionError,
   ClientClosedError,
   LockUpgradeError,
+  CacheLoaderError,
 }

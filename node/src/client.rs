@@ -1,5 +1,5 @@
 //! `Client` in the JS face: connecting, making locks (mutexes, read-write
-//! locks, semaphores), closing.
+//! locks, semaphores), reading cache entries, closing.
 
 use std::sync::Arc;
 
@@ -8,9 +8,10 @@ use napi::Env;
 use napi_derive::napi;
 use rlock_core::{Client, ClientOptions, Opt, Wait};
 
+use crate::cache::{self, CacheRead};
 use crate::error::{ErrorFactory, Errors, Failure};
 use crate::lock::NativeLock;
-use crate::options::{option_name, permit_count, LockOptions};
+use crate::options::{option_name, permit_count, CacheOptions, LockOptions};
 use crate::runtime;
 use crate::rwlock::NativeRwLock;
 use crate::semaphore::NativeSemaphore;
@@ -103,6 +104,32 @@ impl NativeClient {
             let semaphore = semaphore.with_owner(&owner);
             Ok(NativeSemaphore::new(semaphore, wait, self.errors.clone()))
         })
+    }
+
+    /// One read of the cache entry `key` (see `cache::read`). The key and
+    /// every option are checked here, before any I/O.
+    #[napi(catch_unwind)]
+    pub fn cache_read<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+        options: CacheOptions,
+    ) -> napi::Result<PromiseRaw<'env, CacheRead>> {
+        let cache = || Ok::<_, Failure>(self.inner.cache(&key, options.args()?.check()?)?);
+        let cache = cache().map_err(|f| self.errors.to_js(env, f))?;
+        cache::read(env, &self.errors, cache)
+    }
+
+    /// Deletes the cache entry `key`: true when there was one.
+    #[napi(catch_unwind)]
+    pub fn invalidate<'env>(
+        &self,
+        env: &'env Env,
+        key: String,
+    ) -> napi::Result<PromiseRaw<'env, bool>> {
+        let client = self.inner.clone();
+        let invalidate = async move { Ok(client.invalidate(&key).await?) };
+        runtime::promise(env, &self.errors, invalidate, |existed| existed)
     }
 
     /// Closes the client (see the core's `Client::close`): held locks are

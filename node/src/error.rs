@@ -13,9 +13,11 @@ use rlock_core::Opt;
 
 use crate::options::option_name;
 
-/// `makeError(category, message, reason)` from `node/index.js`.
+/// `makeError(category, message, detail)` from `node/index.js`.
 pub type ErrorFactory = FunctionRef<FnArgs<ErrorParts>, Unknown<'static>>;
-type ErrorParts = (&'static str, String, Option<&'static str>);
+/// The detail is the reason of a "not owner" or "lost" error, the cache key
+/// of a "loader" one.
+type ErrorParts = (&'static str, String, Option<String>);
 
 /// What went wrong, as the JS face needs to know it.
 #[derive(Debug)]
@@ -43,7 +45,7 @@ impl From<rlock_core::Error> for Failure {
 }
 
 impl Failure {
-    /// (category, message, reason) for `makeError`.
+    /// (category, message, detail) for `makeError`.
     fn parts(self) -> ErrorParts {
         use rlock_core::Error;
         match self {
@@ -65,12 +67,13 @@ impl Failure {
                 ("bad input", message, None)
             }
             Failure::Core(e) => {
-                let reason = match &e {
-                    Error::NotOwned { reason, .. } => Some(reason.as_str()),
-                    Error::Lost { reason, .. } => Some(reason.as_str()),
+                let detail = match &e {
+                    Error::NotOwned { reason, .. } => Some(reason.as_str().to_owned()),
+                    Error::Lost { reason, .. } => Some(reason.as_str().to_owned()),
+                    Error::LoaderFailed { key, .. } => Some(key.clone()),
                     _ => None,
                 };
-                (e.category(), e.to_string(), reason)
+                (e.category(), e.to_string(), detail)
             }
             Failure::Aborted => ("aborted", "the wait was aborted".to_owned(), None),
         }

@@ -7,6 +7,7 @@
 // this crate would see them as unused.
 #![cfg_attr(test, allow(dead_code))]
 
+mod cache;
 mod client;
 mod error;
 mod lock;

@@ -1,12 +1,13 @@
-//! The options of `client.lock()` (and so of `client.using()`), declared once
-//! for the JS face: read from the object JS passes, each checked for its type
-//! here, then handed to the core, which checks their values. The JS face
-//! refuses keys this declaration does not have (`lockOptionNames`).
+//! The options of `client.lock()` (and so of `client.using()`) and of
+//! `client.cached()`, declared once for the JS face: read from the object JS
+//! passes, each checked for its type here, then handed to the core, which
+//! checks their values. The JS face refuses keys these declarations do not
+//! have (`lockOptionNames`, `cacheOptionNames`).
 
 use napi::bindgen_prelude::FromNapiValue;
 use napi::{check_status, sys};
 use napi_derive::napi;
-use rlock_core::{LockArgs, Opt, Unit};
+use rlock_core::{CacheArgs, LockArgs, Opt, Unit};
 
 use crate::error::Failure;
 
@@ -55,11 +56,40 @@ options_struct! {
     }
 }
 
+options_struct! {
+    /// `CacheOptions` of `node/index.d.ts`: times in milliseconds.
+    #[napi(object, object_to_js = false)]
+    pub struct CacheOptions {
+        #[napi(ts_type = "number")]
+        pub ttl_ms: Option<Given<f64>>,
+        #[napi(ts_type = "number")]
+        pub stale_ms: Option<Given<f64>>,
+        #[napi(ts_type = "number")]
+        pub none_ttl_ms: Option<Given<f64>>,
+        #[napi(ts_type = "number")]
+        pub jitter: Option<Given<f64>>,
+        #[napi(ts_type = "number")]
+        pub early: Option<Given<f64>>,
+        #[napi(ts_type = "number")]
+        pub timeout_ms: Option<Given<f64>>,
+        #[napi(ts_type = "'share' | 'retry'")]
+        pub on_error: Option<Given<String>>,
+        #[napi(ts_type = "number")]
+        pub lock_ttl_ms: Option<Given<f64>>,
+    }
+}
+
 /// The keys `LockOptions` reads, as JS spells them: napi names each field
 /// in camelCase.
 #[napi]
 pub fn lock_option_names() -> Vec<String> {
     LockOptions::FIELDS.iter().map(|f| camel_case(f)).collect()
+}
+
+/// The keys `CacheOptions` reads, as JS spells them.
+#[napi]
+pub fn cache_option_names() -> Vec<String> {
+    CacheOptions::FIELDS.iter().map(|f| camel_case(f)).collect()
 }
 
 fn camel_case(snake: &str) -> String {
@@ -130,6 +160,28 @@ impl LockOptions {
         })
     }
 }
+impl CacheOptions {
+    /// The options as the core's raw arguments, once each is of its type.
+    /// `ttlMs` is required: absent, it is the wrong type (`undefined`).
+    pub fn args(self) -> Result<CacheArgs, Failure> {
+        let ttl = match number(Opt::Ttl, self.ttl_ms)? {
+            Some(ttl) => ttl,
+            None => return Err(wrong_type(Opt::Ttl, "a number", "undefined")),
+        };
+        Ok(CacheArgs {
+            ttl: Some(ttl),
+            stale: number(Opt::Stale, self.stale_ms)?,
+            none_ttl: number(Opt::NoneTtl, self.none_ttl_ms)?,
+            jitter: number(Opt::Jitter, self.jitter)?,
+            early: number(Opt::Early, self.early)?,
+            timeout: number(Opt::Timeout, self.timeout_ms)?,
+            on_error: text(Opt::OnError, self.on_error)?,
+            lock_ttl: number(Opt::LockTtl, self.lock_ttl_ms)?,
+            ..CacheArgs::new(Unit::Millis)
+        })
+    }
+}
+
 /// An option as JS gave it: a value of its type, or else what `typeof` calls
 /// the value given instead. napi's own conversion would throw a plain `Error`
 /// for a wrong type; this way it becomes the face's `TypeError` with code
@@ -139,6 +191,12 @@ pub struct Given<T>(Result<T, &'static str>);
 impl FromNapiValue for Given<f64> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
         given(env, value, sys::ValueType::napi_number)
+    }
+}
+
+impl FromNapiValue for Given<String> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+        given(env, value, sys::ValueType::napi_string)
     }
 }
 
@@ -177,16 +235,29 @@ unsafe fn given<T: FromNapiValue>(
     Ok(Given(Err(type_of)))
 }
 
+fn wrong_type(option: Opt, expected: &'static str, got: &'static str) -> Failure {
+    Failure::WrongType {
+        option,
+        expected,
+        got,
+    }
+}
+
 /// A number option: unset when absent (`null` is a wrong type).
 fn number(option: Opt, given: Option<Given<f64>>) -> Result<Option<f64>, Failure> {
     match given {
         None => Ok(None),
         Some(Given(Ok(n))) => Ok(Some(n)),
-        Some(Given(Err(got))) => Err(Failure::WrongType {
-            option,
-            expected: "a number",
-            got,
-        }),
+        Some(Given(Err(got))) => Err(wrong_type(option, "a number", got)),
+    }
+}
+
+/// A string option: unset when absent (`null` is a wrong type).
+fn text(option: Opt, given: Option<Given<String>>) -> Result<Option<String>, Failure> {
+    match given {
+        None => Ok(None),
+        Some(Given(Ok(s))) => Ok(Some(s)),
+        Some(Given(Err(got))) => Err(wrong_type(option, "a string", got)),
     }
 }
 
@@ -195,10 +266,6 @@ fn flag(option: Opt, given: Option<Given<bool>>) -> Result<Option<bool>, Failure
     match given {
         None | Some(Given(Err("null"))) => Ok(None),
         Some(Given(Ok(b))) => Ok(Some(b)),
-        Some(Given(Err(got))) => Err(Failure::WrongType {
-            option,
-            expected: "a boolean",
-            got,
-        }),
+        Some(Given(Err(got))) => Err(wrong_type(option, "a boolean", got)),
     }
 }
