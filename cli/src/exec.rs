@@ -11,16 +11,14 @@
 //! CMD, and the lock is released once CMD has exited.
 
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
 use clap::Args;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rlock_core::{validate, Error, Kind, LockArgs, Unit};
-use tokio::process::Command;
-use tokio::signal::unix::{signal, SignalKind};
 
+use crate::command::{self, Signals};
 use crate::error::fail;
 use crate::{exit, Connection};
 
@@ -230,38 +228,15 @@ pub async fn run(args: ExecArgs) -> u8 {
         }
         Err(e) => return fail(&e),
     };
-    let mut command = Command::new(&target.program);
-    command
-        .args(&target.args)
-        .env("RLOCK_FENCING_TOKEN", held.fencing_token.to_string());
-    let rlock_pid = nix::unistd::getpid();
-    // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (prctl, getppid).
-    unsafe {
-        command.pre_exec(move || {
-            // If rlock dies (even by SIGKILL), its lease stops being renewed:
-            // the command must not run on without the lock.
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
-            if nix::unistd::getppid() != rlock_pid {
-                // rlock died before the line above took effect.
-                return Err(std::io::Error::other(
-                    "rlock exited before the command started",
-                ));
-            }
-            Ok(())
-        });
-    }
-    let spawned = command.spawn();
+    let spawned = command::tied(&target.program, &target.args)
+        .env("RLOCK_FENCING_TOKEN", held.fencing_token.to_string())
+        .spawn();
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             let _ = lock.release().await;
             eprintln!("rlock: cannot run {:?}: {e}", target.program);
-            return if e.kind() == std::io::ErrorKind::NotFound {
-                exit::NOT_FOUND
-            } else {
-                exit::NOT_EXECUTABLE
-            };
+            return command::not_started(&e);
         }
     };
     let pid = child.id().map(|id| Pid::from_raw(id as i32));
@@ -293,11 +268,7 @@ pub async fn run(args: ExecArgs) -> u8 {
         }
     };
     let code = match status {
-        Ok(s) => s
-            .code()
-            .map(|c| c as u8)
-            .or_else(|| s.signal().map(|n| 128 + n as u8))
-            .unwrap_or(exit::LOST),
+        Ok(s) => command::exit_code(s),
         Err(e) => {
             eprintln!("rlock: lost track of the command: {e}");
             exit::LOST
@@ -325,31 +296,6 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The signals rlock forwards to CMD.
-struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> std::io::Result<Self> {
-        Ok(Signals {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    async fn next(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.int.recv() => Signal::SIGINT,
-            _ = self.term.recv() => Signal::SIGTERM,
-            _ = self.hup.recv() => Signal::SIGHUP,
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! `rlock`: run a command under a Redis lock (like flock(1), across machines),
 //! or show a lock's state. Every decision about locking is the core's.
 
+mod command;
 mod error;
 mod exec;
 mod exit;
