@@ -1,6 +1,9 @@
 //! `rlock`: run a command under a Redis lock (like flock(1), across machines),
-//! or show a lock's state. Every decision about locking is the core's.
+//! show a lock's state, or cache a command's output with one run per miss
+//! across every caller. Every decision about locking and caching is the
+//! core's.
 
+mod cached;
 mod command;
 mod error;
 mod exec;
@@ -15,7 +18,7 @@ use std::path::PathBuf;
 use rlock_core::{Client, ClientOptions, Error};
 
 #[derive(Parser)]
-#[command(name = "rlock", version, about = "Redis distributed lock: run a command while holding it, or inspect it", after_help = exit::TABLE)]
+#[command(name = "rlock", version, about = "Redis distributed lock: run a command while holding it, inspect it, or cache a command's output", after_help = exit::TABLE)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,6 +32,14 @@ enum Command {
     /// Show whether NAME is held, its remaining lease, re-entry count and fencing token.
     #[command(after_help = exit::TABLE)]
     Status(status::StatusArgs),
+    /// Print the cached value of KEY; on a miss one caller across every
+    /// process runs CMD, stores its stdout for --ttl seconds and prints it,
+    /// while the others wait for that value.
+    #[command(after_help = exit::TABLE)]
+    Cached(cached::CachedArgs),
+    /// Delete the cache entry KEY, so that the next `rlock cached KEY` runs CMD.
+    #[command(after_help = exit::TABLE)]
+    Invalidate(cached::InvalidateArgs),
 }
 
 /// Where the lock lives.
@@ -99,6 +110,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Exec(args) => exec::run(args).await,
             Command::Status(args) => status::run(args).await,
+            Command::Cached(args) => cached::run(args).await,
+            Command::Invalidate(args) => cached::invalidate(args).await,
         }
     });
     ExitCode::from(code)

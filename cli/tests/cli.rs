@@ -8,9 +8,11 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use rlock_core::{Client, ClientOptions, LockOptions, Wait};
-use rlock_test_support::{eventually, free_port, wait_until, Masters, RedisCluster, RedisServer};
-use tokio::io::AsyncWriteExt;
+use rlock_core::{CacheOptions, Client, ClientOptions, LockOptions, Read, Wait};
+use rlock_test_support::{
+    eventually, free_port, until, wait_until, Masters, RedisCluster, RedisServer,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 fn rlock(redis: &RedisServer) -> Command {
@@ -467,6 +469,372 @@ async fn shared_exclusive_and_semaphore_commands_keep_their_rules() {
     other.release().await.unwrap();
 }
 
+/// A command for `rlock cached`, run through `sh -c`: it counts its runs,
+/// says it started, and waits for the test to open its gate before it does
+/// what it was given.
+struct Gated {
+    runs: PathBuf,
+    started: PathBuf,
+    gate: PathBuf,
+}
+
+impl Gated {
+    fn new(dir: &str) -> Self {
+        let dir = scratch(dir);
+        Gated {
+            runs: dir.join("runs"),
+            started: dir.join("started"),
+            gate: dir.join("gate"),
+        }
+    }
+
+    fn script(&self, then: &str) -> String {
+        format!(
+            "echo run >> {runs}; touch {started}; while [ ! -e {gate} ]; do sleep 0.02; done; {then}",
+            runs = self.runs.display(),
+            started = self.started.display(),
+            gate = self.gate.display(),
+        )
+    }
+
+    async fn started(&self) {
+        let started = &self.started;
+        assert!(
+            eventually(Duration::from_secs(10), || started.exists()).await,
+            "the command started"
+        );
+    }
+
+    fn open(&self) {
+        std::fs::write(&self.gate, "").unwrap();
+    }
+
+    fn runs(&self) -> usize {
+        std::fs::read_to_string(&self.runs)
+            .map(|text| text.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+/// `rlock cached ARGS`, its stdout and stderr captured, started now.
+fn cached_call(redis: &RedisServer, args: &[&str]) -> tokio::process::Child {
+    rlock(redis)
+        .arg("cached")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn cached_runs_cmd_once_for_concurrent_callers_and_each_prints_its_bytes() {
+    let redis = RedisServer::start();
+    let cmd = Gated::new("cached-once");
+    let script = cmd.script(r"printf 'row 1\nnul\000byte\377\n'");
+    let callers: Vec<_> = (0..6)
+        .map(|_| {
+            cached_call(
+                &redis,
+                &["--ttl", "60", "report", "--", "sh", "-c", &script],
+            )
+        })
+        .collect();
+    cmd.started().await;
+    // The five others wait for that rebuild, each subscribed to the
+    // entry's news, before it ends.
+    until(|| async { redis.subscribers("rlock:{report}:cached:news") == 5 }).await;
+    cmd.open();
+    for caller in callers {
+        let out = finished(caller).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(out.stdout, b"row 1\nnul\x00byte\xff\n");
+    }
+    assert_eq!(cmd.runs(), 1, "one run of CMD for six callers");
+}
+
+#[tokio::test]
+async fn cached_prints_the_stored_bytes_exactly_whatever_face_stored_them() {
+    let redis = RedisServer::start();
+    let bytes: &[u8] = b"\x00\xff\r\nno newline at the end";
+    let script = r"printf '\000\377\r\nno newline at the end'";
+    let out = run(
+        &redis,
+        &["cached", "--ttl", "60", "blob", "--", "sh", "-c", script],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(out.stdout, bytes);
+    let mut conn = redis.conn();
+    let (value, format): (Vec<u8>, String) = redis::cmd("HMGET")
+        .arg("rlock:{blob}:cached")
+        .arg("value")
+        .arg("format")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!((value.as_slice(), format.as_str()), (bytes, "bytes"));
+    // A hit: printed as stored; CMD does not run.
+    let out = run(&redis, &["cached", "--ttl", "60", "blob", "--", "false"]).await;
+    assert_eq!((code(&out), out.stdout.as_slice()), (0, bytes));
+
+    // An empty stdout is a value like any other.
+    let out = run(&redis, &["cached", "--ttl", "60", "empty", "--", "true"]).await;
+    assert_eq!((code(&out), out.stdout.len()), (0, 0), "{}", stderr(&out));
+    let out = run(
+        &redis,
+        &["cached", "--ttl", "60", "empty", "--", "echo", "never"],
+    )
+    .await;
+    assert_eq!((code(&out), out.stdout.len()), (0, 0));
+
+    // Stored by another face in its own format: printed as stored.
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let cache = client
+        .cache("doc", CacheOptions::new(Duration::from_secs(60)))
+        .unwrap();
+    let Read::Load(rebuild) = cache.read().await.unwrap() else {
+        panic!("a miss");
+    };
+    rebuild
+        .store(Some(br#"{"a":[1,2]}"#), "json")
+        .await
+        .unwrap();
+    let out = run(&redis, &["cached", "--ttl", "60", "doc", "--", "false"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(out.stdout, br#"{"a":[1,2]}"#);
+}
+
+#[tokio::test]
+async fn none_exit_caches_nothing_found_which_other_calls_exit_66_for() {
+    let redis = RedisServer::start();
+    let flags = ["--ttl", "60", "user:9"];
+    let with = |tail: &[&'static str]| [&flags[..], tail].concat();
+    let out = run(
+        &redis,
+        &[
+            &["cached", "--none-exit", "5"][..],
+            &with(&["--", "sh", "-c", "exit 5"]),
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!((code(&out), out.stdout.len()), (5, 0), "{}", stderr(&out));
+    let out = run(
+        &redis,
+        &[
+            &["cached", "--none-exit", "5"][..],
+            &with(&["--", "echo", "never"]),
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(
+        (code(&out), out.stdout.len()),
+        (5, 0),
+        "kept, and CMD not run"
+    );
+    let out = run(
+        &redis,
+        &[&["cached"][..], &with(&["--", "echo", "never"])].concat(),
+    )
+    .await;
+    assert_eq!((code(&out), out.stdout.len()), (66, 0), "{}", stderr(&out));
+    // Without --none-exit, CMD's status is a failure like any other.
+    let out = run(
+        &redis,
+        &[
+            "cached", "--ttl", "60", "user:10", "--", "sh", "-c", "exit 5",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 5);
+    assert!(!redis
+        .conn()
+        .exists::<_, bool>("rlock:{user:10}:cached")
+        .unwrap());
+}
+
+#[tokio::test]
+async fn a_failed_cmd_stores_nothing_exits_its_status_and_its_waiters_70_or_retry() {
+    let redis = RedisServer::start();
+    let cmd = Gated::new("cached-fail");
+    let script = cmd.script("echo 'database down' >&2; exit 3");
+    let rebuilder = cached_call(&redis, &["--ttl", "60", "flaky", "--", "sh", "-c", &script]);
+    cmd.started().await;
+    let sharing = cached_call(&redis, &["--ttl", "60", "flaky", "--", "echo", "never"]);
+    let retrying = cached_call(
+        &redis,
+        &[
+            "--ttl",
+            "60",
+            "--on-error",
+            "retry",
+            "flaky",
+            "--",
+            "echo",
+            "second",
+        ],
+    );
+    until(|| async { redis.subscribers("rlock:{flaky}:cached:news") == 2 }).await;
+    cmd.open();
+
+    let out = finished(rebuilder).await;
+    assert_eq!(code(&out), 3, "CMD's own status");
+    assert!(
+        stderr(&out).contains("database down"),
+        "CMD's stderr passes through"
+    );
+    assert!(out.stdout.is_empty());
+    let out = finished(sharing).await;
+    assert_eq!(code(&out), 70, "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    assert!(
+        err.contains("\"flaky\"") && err.contains("exited with status 3: database down"),
+        "{err}"
+    );
+    let out = finished(retrying).await;
+    assert_eq!(
+        (code(&out), out.stdout.as_slice()),
+        (0, &b"second\n"[..]),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(
+        &redis,
+        &["cached", "--ttl", "60", "absent", "--", "/no/such/command"],
+    )
+    .await;
+    assert_eq!(code(&out), 127, "{}", stderr(&out));
+    assert!(!redis
+        .conn()
+        .exists::<_, bool>("rlock:{absent}:cached")
+        .unwrap());
+}
+
+#[tokio::test]
+async fn a_caller_gives_up_waiting_for_anothers_rebuild_after_timeout_with_75() {
+    let redis = RedisServer::start();
+    let cmd = Gated::new("cached-timeout");
+    let rebuilder = cached_call(
+        &redis,
+        &[
+            "--ttl",
+            "60",
+            "slow",
+            "--",
+            "sh",
+            "-c",
+            &cmd.script("echo v"),
+        ],
+    );
+    cmd.started().await;
+    let out = run(
+        &redis,
+        &[
+            "cached",
+            "--ttl",
+            "60",
+            "--timeout",
+            "0.2",
+            "slow",
+            "--",
+            "echo",
+            "never",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--timeout"), "{}", stderr(&out));
+    cmd.open();
+    let out = finished(rebuilder).await;
+    assert_eq!((code(&out), out.stdout.as_slice()), (0, &b"v\n"[..]));
+}
+
+#[tokio::test]
+async fn invalidate_makes_the_next_call_run_cmd_again() {
+    let redis = RedisServer::start();
+    let runs = scratch("cached-invalidate").join("runs");
+    let script = format!(
+        "echo run >> {runs}; printf 'v%s' $(wc -l < {runs})",
+        runs = runs.display()
+    );
+    let call = ["cached", "--ttl", "60", "price", "--", "sh", "-c", &script];
+    assert_eq!(run(&redis, &call).await.stdout, b"v1");
+    assert_eq!(run(&redis, &call).await.stdout, b"v1", "a hit");
+    let out = run(&redis, &["invalidate", "price"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+    assert_eq!(run(&redis, &call).await.stdout, b"v2", "CMD ran again");
+    for _ in 0..2 {
+        let out = run(&redis, &["invalidate", "price"]).await;
+        assert_eq!(code(&out), 0, "with or without an entry");
+    }
+}
+
+#[tokio::test]
+async fn a_stale_value_is_printed_and_stdout_closed_before_the_refresh_runs() {
+    let redis = RedisServer::start();
+    let flags = [
+        "cached", "--ttl", "1", "--jitter", "0", "--early", "0", "--stale", "60", "news",
+    ];
+    let with = |tail: &[&str]| -> Vec<String> {
+        flags.iter().chain(tail).map(|s| s.to_string()).collect()
+    };
+    let out = rlock(&redis)
+        .args(with(&["--", "printf", "old"]))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, b"old", "{}", stderr(&out));
+    // Stale once its second is up: what is left of it is the stale window.
+    until(|| async {
+        let left: i64 = redis.conn().pttl("rlock:{news}:cached").unwrap();
+        left < 60_000
+    })
+    .await;
+    let cmd = Gated::new("cached-refresh");
+    let mut child = rlock(&redis)
+        .args(with(&["--", "sh", "-c", &cmd.script("printf new")]))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut printed = Vec::new();
+    let mut stdout = child.stdout.take().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), stdout.read_to_end(&mut printed))
+        .await
+        .expect("stdout ends before the refresh does")
+        .unwrap();
+    assert_eq!(printed, b"old");
+    cmd.started().await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "rlock refreshes before it exits"
+    );
+    cmd.open();
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("rlock finished")
+        .unwrap();
+    assert!(status.success());
+    let value: Vec<u8> = redis.conn().hget("rlock:{news}:cached", "value").unwrap();
+    assert_eq!(value, b"new");
+}
+
+/// Each bad value of `rlock cached` or `rlock invalidate` exits 64 with a
+/// message naming its flag (the matrix below checks that none reaches Redis).
+#[tokio::test]
+async fn cached_bad_input_is_a_usage_error_naming_the_flag() {
+    let redis = RedisServer::start();
+    for (args, named) in bad_cached_invocations() {
+        let out = run(&redis, &args).await;
+        let err = stderr(&out);
+        assert_eq!(code(&out), 64, "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?} names {named}: {err}");
+    }
+}
+
 fn strs(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
 }
@@ -549,14 +917,30 @@ fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
         &["exec", "-s", "-x", "x", "true"],
         &["status"],
         &["status", "--json"],
+        &["cached", "--ttl", "5", "x"],
+        &["cached", "--ttl", "5", "x", "--"],
+        &["cached", "--ttl", "5", "-c", "true", "x", "true"],
+        &["cached", "--ttl", "5", "--none-exit", "256", "x", "true"],
+        &["cached", "--ttl", "5", "--none-exit", "=-1", "x", "true"],
+        &["cached", "--ttl", "5s", "x", "true"],
+        &["cached", "--ttl", "5", "--jitter", "abc", "x", "true"],
+        &["invalidate"],
         &["frobnicate"],
         &[],
     ] {
         rows.push(strs(args));
     }
-    for sub in ["exec", "status"] {
-        let tail: &[&str] = if sub == "exec" { &["--", "true"] } else { &[] };
-        let with = |args: &[&str]| strs(&[&[sub], args, tail].concat());
+    for (args, _) in bad_cached_invocations() {
+        rows.push(strs(&args));
+    }
+    let subcommands: [(&str, &[&str], &[&str]); 4] = [
+        ("exec", &[], &["--", "true"]),
+        ("status", &[], &[]),
+        ("cached", &["--ttl", "5"], &["--", "true"]),
+        ("invalidate", &[], &[]),
+    ];
+    for (sub, head, tail) in subcommands {
+        let with = |args: &[&str]| strs(&[&[sub], head, args, tail].concat());
         for name in ["", "}starts-with-a-brace"] {
             rows.push(with(&[name]));
             // Refused as bad input even where Redis is unreachable.
@@ -585,11 +969,36 @@ fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
         }
         rows.push(with(&["--tls-ca", "/no/such/ca.pem", "x"]));
         // A name that is not UTF-8: refused by the argument parser.
-        let mut row = strs(&[sub]);
+        let mut row = strs(&[&[sub], head].concat());
         row.push(OsString::from_vec(vec![b'a', 0xff]));
         row.extend(strs(tail));
         rows.push(row);
     }
+    rows
+}
+
+/// Bad values of `rlock cached` and `rlock invalidate`, each with the flag
+/// (or argument) its message names.
+fn bad_cached_invocations() -> Vec<(Vec<&'static str>, &'static str)> {
+    let tail = ["k", "--", "true"];
+    let with = |flags: &[&'static str]| [&["cached"], flags, &tail[..]].concat();
+    let mut rows = vec![
+        (with(&["--ttl", "0"]), "--ttl"),
+        (with(&["--ttl", "-1"]), "--ttl"),
+        (with(&["--ttl", "nan"]), "--ttl"),
+        (with(&[]), "--ttl"),
+        (with(&["--ttl", "5", "--jitter", "1.5"]), "--jitter"),
+        (with(&["--ttl", "5", "--jitter", "-0.1"]), "--jitter"),
+        (with(&["--ttl", "5", "--on-error", "raise"]), "--on-error"),
+        (with(&["--ttl", "5", "--stale", "-1"]), "--stale"),
+        (with(&["--ttl", "5", "--none-ttl", "0"]), "--none-ttl"),
+        (with(&["--ttl", "5", "--early", "101"]), "--early"),
+        (with(&["--ttl", "5", "--lock-ttl", "0"]), "--lock-ttl"),
+        (with(&["--ttl", "5", "--timeout", "-1"]), "--timeout"),
+        (with(&["--ttl", "5", "--none-exit", "0"]), "--none-exit"),
+    ];
+    rows.push((vec!["cached", "--ttl", "5", "", "--", "true"], "cache key"));
+    rows.push((vec!["invalidate", ""], "cache key"));
     rows
 }
 
@@ -632,7 +1041,7 @@ async fn bad_input_is_a_usage_error_and_nothing_reaches_redis() {
     let help = run(&redis, &["--help"]).await;
     assert_eq!(code(&help), 0);
     let text = String::from_utf8_lossy(&help.stdout);
-    for line in ["75", "69", "64", "70", "127"] {
+    for line in ["75", "69", "66", "64", "70", "74", "127"] {
         assert!(text.contains(line), "--help documents exit {line}");
     }
 }
