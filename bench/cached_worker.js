@@ -18,8 +18,8 @@
 //                            default soft timeout of 0: an expired value is returned at
 //                            once while the factory runs in the background
 //
-// The loader of every contender sleeps `loader_ms`, then RPUSHes "t0 t1" (its
-// start and end, CLOCK_MONOTONIC ns) to the `loads` list, so the harness
+// The loader of every contender sleeps `loader_ms`, then RPUSHes "t0 t1 pid"
+// (its start and end, CLOCK_MONOTONIC ns, and its process) to the `loads` list, so the harness
 // counts every loader call of every process exactly; its value carries t1,
 // so a reader can tell whether the value it got was made after its read
 // began (it waited for a loader).
@@ -68,7 +68,7 @@ function loader(req) {
     const t0 = now()
     await sleep(req.loader_ms)
     const t1 = now()
-    await r.rpush(req.loads, `${t0} ${t1}`)
+    await r.rpush(req.loads, `${t0} ${t1} ${process.pid}`)
     return { t0, t1 }
   }
 }

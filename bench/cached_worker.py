@@ -18,11 +18,11 @@ its entries in Redis:
   cached:cashews-early  cashews' @cache.early(ttl=ttl + stale, early_ttl=ttl):
                         recomputed in the background once early_ttl has passed
 
-The loader of every contender sleeps `loader_ms`, then RPUSHes "t0 t1" (its
-start and end, CLOCK_MONOTONIC ns) to the `loads` list, so the harness counts
-every loader call of every process exactly; its value carries t1, so a reader
-can tell whether the value it got was made after its read began (it waited
-for a loader).
+The loader of every contender sleeps `loader_ms`, then RPUSHes "t0 t1 pid"
+(its start and end, CLOCK_MONOTONIC ns, and its process) to the `loads`
+list, so the harness counts every loader call of every process exactly; its
+value carries t1, so a reader can tell whether the value it got was made
+after its read began (it waited for a loader).
 
 Requests: read (readers loop on one key from `start` to `end`), cold
 (readers share out `keys` distinct keys), seq (`n` reads one after another).
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sys
 import threading
@@ -58,7 +59,7 @@ def rlock_client() -> Any:
 
 def stamp(r: redis.Redis, loads: str, t0: int) -> Value:
     t1 = now()
-    r.rpush(loads, f"{t0} {t1}")
+    r.rpush(loads, f"{t0} {t1} {os.getpid()}")
     return {"t0": t0, "t1": t1}
 
 
@@ -72,6 +73,24 @@ def sync_loader(req: Dict[str, Any]) -> Callable[[], Value]:
         return stamp(r, loads, t0)
 
     return load
+
+
+# The reads made so far, by what defines them: a request reading with the
+# same contender and options as an earlier one reuses its read, connections
+# and all, so a warm-up block warms the block measured after it.
+_reads: Dict[str, Any] = {}
+# The one event loop of the asyncio contenders (cashews binds its
+# connections to the loop they were opened on).
+LOOP = asyncio.new_event_loop()
+
+
+def read_of(req: Dict[str, Any]) -> Any:
+    """The read of a request's contender (a coroutine function for asyncio ones)."""
+    name = req["contender"]
+    spec = json.dumps([name, req["ttl"], req.get("stale", 0), req["loader_ms"], req["loads"]])
+    if spec not in _reads:
+        _reads[spec] = asynchronous(req) if is_async(name) else threaded(req)
+    return _reads[spec]
 
 
 def threaded(req: Dict[str, Any]) -> Callable[[str], Value]:
@@ -108,8 +127,7 @@ def threaded(req: Dict[str, Any]) -> Callable[[str], Value]:
 
 
 def asynchronous(req: Dict[str, Any]) -> Callable[[str], Awaitable[Value]]:
-    """The read of an asyncio contender: call it inside the loop that will run
-    the readers (cashews binds its connections to that loop)."""
+    """The read of an asyncio contender, whose readers run on LOOP."""
     from cashews import Cache
 
     name, ttl, stale = req["contender"], req["ttl"], req.get("stale", 0)
@@ -122,7 +140,7 @@ def asynchronous(req: Dict[str, Any]) -> Callable[[str], Awaitable[Value]]:
         t0 = now()
         await asyncio.sleep(pause)
         t1 = now()
-        await r.rpush(loads, f"{t0} {t1}")
+        await r.rpush(loads, f"{t0} {t1} {os.getpid()}")
         return {"t0": t0, "t1": t1}
 
     if name == "cached:cashews-lock":
@@ -141,8 +159,8 @@ def read(req: Dict[str, Any]) -> Dict[str, Any]:
     random 0 to 2 × `pace_ms` between reads (so they do not move in step): one
     record `[began, ended, value's t1]` per read."""
     if is_async(req["contender"]):
-        return asyncio.run(read_async(req))
-    get = threaded(req)
+        return LOOP.run_until_complete(read_async(req))
+    get = read_of(req)
     pace, end = req["pace_ms"] / 1000, req["end"]
     recs: List[List[List[int]]] = [[] for _ in range(req["readers"])]
     errors = [0]
@@ -165,7 +183,7 @@ def read(req: Dict[str, Any]) -> Dict[str, Any]:
 
 
 async def read_async(req: Dict[str, Any]) -> Dict[str, Any]:
-    get = asynchronous(req)
+    get = read_of(req)
     pace, end = req["pace_ms"] / 1000, req["end"]
     recs: List[List[int]] = []
     errors = 0
@@ -193,8 +211,8 @@ def cold(req: Dict[str, Any]) -> Dict[str, Any]:
     `prefix:{keys - 1}` in that order, each key read once by this process:
     every process of the block reads the same keys at about the same time."""
     if is_async(req["contender"]):
-        return asyncio.run(cold_async(req))
-    get = threaded(req)
+        return LOOP.run_until_complete(cold_async(req))
+    get = read_of(req)
     keys = iter(range(req["keys"]))  # next() on a range iterator is atomic under the GIL
     errors = [0]
 
@@ -211,7 +229,7 @@ def cold(req: Dict[str, Any]) -> Dict[str, Any]:
 
 
 async def cold_async(req: Dict[str, Any]) -> Dict[str, Any]:
-    get = asynchronous(req)
+    get = read_of(req)
     keys = iter(range(req["keys"]))
     errors = 0
 
@@ -231,8 +249,8 @@ async def cold_async(req: Dict[str, Any]) -> Dict[str, Any]:
 def seq(req: Dict[str, Any]) -> Dict[str, Any]:
     """`n` reads of `key` one after another (the harness counts what they send)."""
     if is_async(req["contender"]):
-        return asyncio.run(seq_async(req))
-    get = threaded(req)
+        return LOOP.run_until_complete(seq_async(req))
+    get = read_of(req)
     lat = []
     for _ in range(req["n"]):
         t = now()
@@ -242,7 +260,7 @@ def seq(req: Dict[str, Any]) -> Dict[str, Any]:
 
 
 async def seq_async(req: Dict[str, Any]) -> Dict[str, Any]:
-    get = asynchronous(req)
+    get = read_of(req)
     lat = []
     for _ in range(req["n"]):
         t = now()

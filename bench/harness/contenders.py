@@ -7,7 +7,8 @@ language. `floor` is the bare two-command cycle of the language's plain
 client, the yardstick of S1; `rlock` is this project's mutex, `rlock-fair`
 the same in fair mode. A name `kind:library` is another kind of lock:
 `sem:` one permit of a semaphore of PERMITS, `read:` and `write:` the sides
-of a read-write lock.
+of a read-write lock; `cached:` is no lock but a cache's read (S10, driven
+by bench/cached_worker.py and bench/cached_worker.js).
 """
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ LABELS = {
     ("py", "write:rlock"): "redis-rlock read-write lock (Python), readers and writers behind a writer",
     ("js", "write:rlock"): "redis-rlock read-write lock (Node), readers and writers behind a writer",
     ("rs", "write:rlock"): "redis-rlock read-write lock (Rust), readers and writers behind a writer",
+    ("py", "cached:rlock"): "redis-rlock cached (Python)",
+    ("py", "cached:rlock-stale"): "redis-rlock cached (Python), stale window",
+    ("js", "cached:rlock"): "redis-rlock cached (Node)",
+    ("js", "cached:rlock-stale"): "redis-rlock cached (Node), stale window",
+    ("py", "cached:dogpile"): "dogpile.cache, redis backend, distributed lock",
+    ("py", "cached:dogpile-async"): "dogpile.cache, redis backend, distributed lock, async creation",
+    ("py", "cached:cashews-lock"): "cashews @cache(lock=True)",
+    ("py", "cached:cashews-early"): "cashews @cache.early",
+    ("js", "cached:bentocache"): "bentocache, Redis (L2) only",
+    ("js", "cached:bentocache-grace"): "bentocache, Redis (L2) only, grace period",
 }
 
 # S8: the semaphores, each face's and the peers'.
@@ -84,6 +95,15 @@ READ_WRITE_WAITERS = ["read:rlock", "write:rlock"]
 # S6: the contenders that take several servers.
 REDLOCK: List[Contender] = [("py", "rlock"), ("py", "pottery"), ("js", "rlock"), ("js", "redlock"),
                             ("js", "redis-semaphore"), ("rs", "rlock")]
+
+# S10: each face's cache without and with a stale window, then the peers,
+# the way each serves an expired value (or none) beside its plain way.
+CACHED: List[Contender] = (
+    [(lang, f"cached:{name}") for lang in ("py", "js") for name in ("rlock", "rlock-stale")]
+    + [("py", f"cached:{name}") for name in ("dogpile", "dogpile-async", "cashews-lock",
+                                             "cashews-early")]
+    + [("js", f"cached:{name}") for name in ("bentocache", "bentocache-grace")]
+)
 
 # S7: the two modes of this lock.
 IN_ONE_PROCESS = ["rlock", "rlock-fair"]

@@ -20,21 +20,23 @@ def mono_ns() -> int:
     return time.monotonic_ns()
 
 
-def command(lang: str, urls: List[str]) -> List[str]:
+def command(lang: str, urls: List[str], program: str = "worker") -> List[str]:
+    """`program`: the worker (bench/worker.py, bench/worker.js, `rlock-bench
+    worker`) or another program of its kind (`cached_worker`: S10's)."""
     if lang == "py":
-        return [sys.executable, os.path.join(BENCH, "worker.py"), *urls]
+        return [sys.executable, os.path.join(BENCH, f"{program}.py"), *urls]
     if lang == "js":
-        return ["node", os.path.join(BENCH, "worker.js"), *urls]
-    return [RUST_BIN, "worker", *urls]
+        return ["node", os.path.join(BENCH, f"{program}.js"), *urls]
+    return [RUST_BIN, program.replace("_", "-"), *urls]
 
 
 class Worker:
     """A worker process speaking one JSON request / reply per line."""
 
-    def __init__(self, lang: str, urls: List[str]) -> None:
+    def __init__(self, lang: str, urls: List[str], program: str = "worker") -> None:
         self.lang = lang
         env = dict(os.environ, RLOCK_NODE=NODE_FACE, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(command(lang, urls), stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(command(lang, urls, program), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env, cwd=BENCH)
 
     def send(self, req: Dict[str, Any]) -> None:

@@ -8,11 +8,12 @@ from typing import Any, Dict, List
 from .contenders import IN_ONE_PROCESS, LANGS, PERMITS, kind_of, label_of
 from .misses import why_missed
 from .prose import section, sentence
+from .scenarios import cached as s10
 from .scenarios import read_write as s9
 from .scenarios import semaphore_handoff as s8
 from .scenarios.in_process_handoff import HANDLES, row_key
 from .stats import spread
-from .targets import worker_spread
+from .targets import per_read, worker_spread
 
 med = statistics.median
 
@@ -33,7 +34,7 @@ def ok(passed: bool) -> str:
 
 def write_report(r: Dict[str, Any], path: str) -> None:
     parts = [header(r), why_missed(r), uncontended(r), binding_overhead(r), contended(r),
-             fairness_cost(r), in_one_process(r), semaphore(r), read_write(r), idle_waiters(r),
+             fairness_cost(r), in_one_process(r), semaphore(r), read_write(r), cached(r), idle_waiters(r),
              watchdog(r), redlock(r), section("method")]
     lines: List[str] = []
     for part in parts:
@@ -184,6 +185,35 @@ def read_write(r: Dict[str, Any]) -> List[str]:
                    write_hold=str(s9.WRITE_HOLD_MS), write_pause=str(s9.WRITE_PAUSE_MS),
                    blocks=f"{rounds} block{'s' if rounds != 1 else ''}",
                    seconds=f"{r['s9_seconds']:g}", rows=rows)
+
+
+def cached(r: Dict[str, Any]) -> List[str]:
+    s10s = r.get("s10")
+    if not s10s:
+        return []
+    expiry, commands = [], []
+    for k, b in s10s.items():
+        e, h, c, cold = b["expiry"], b["hits"], b["commands"], b["cold"]
+        calls = e["calls_per_expiry"]
+        expiry.append(
+            f"| {label_of(k)} | {e['loader_calls'] / max(e['expiries'], 1):.2f} ({e['expiries']}) | "
+            f"{max(calls, default=0)} | {e['waited']} of {e['reads']} | "
+            f"{e['p50_ms']:.2f} / {e['p99_ms']:.1f} / {e['max_ms']:.0f} | "
+            f"{h['p50_ms']:.2f} / {h['p99_ms']:.1f} / {h['max_ms']:.0f} | "
+            f"{e['p99_ms'] / h['p99_ms']:.2f}× | {e['errors'] + h['errors']} |")
+        commands.append(
+            f"| {label_of(k)} | {c['sent_per_read']:g} ({per_read(c)}) | {c['server_calls_per_read']:g} | "
+            f"{cold['loader_calls']:,} | {cold['seconds']:.1f} | {cold['errors']} |")
+    reads_per_s = [b["hits"]["reads_per_s"] for b in s10s.values()]
+    return section(
+        "s10", processes=str(s10.PROCESSES), readers=str(s10.READERS), loader=str(s10.LOADER_MS),
+        pace=str(s10.PACE_MS), pace_max=str(2 * s10.PACE_MS),
+        rate=f"{s10.PROCESSES * s10.READERS * 1000 / s10.PACE_MS:,.0f}",
+        achieved=f"{min(reads_per_s):,.0f}–{max(reads_per_s):,.0f}",
+        ttl=f"{s10.TTL_S:g}", stale=f"{s10.STALE_S:g}", hits_s=f"{r['s10_hits_seconds']:g}",
+        expiry_s=f"{r['s10_expiry_seconds']:g}", warm=f"{s10.WARM_S:g}",
+        hit_reads=str(s10.HIT_READS), keys=f"{s10.COLD_KEYS:,}",
+        expiry=expiry, commands=commands)
 
 
 def idle_waiters(r: Dict[str, Any]) -> List[str]:

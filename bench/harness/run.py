@@ -18,7 +18,9 @@ from .paths import OUT, RESULTS_JSON, RESULTS_MD, RESULTS_PNG
 from .processes import Worker, close_all, worker_pools
 from .profile import Profile
 from .prose import sentence
+from .report import cached as cached_section
 from .report import write_report
+from .scenarios import cached as s10
 from .scenarios import in_process_handoff as s7
 from .scenarios import read_write as s9
 from .scenarios import semaphore_handoff as s8
@@ -31,6 +33,8 @@ from .scenarios.redlock import redlock
 from .scenarios.runtime_hops import runtime_hops
 from .scenarios.watchdog_scale import watchdog_scale
 from .server import BenchServer
+from .targets import Targets
+from .targets import cached as cached_targets
 from .targets import targets
 
 Result = Dict[str, Any]
@@ -106,7 +110,8 @@ def measure_with_workers(result: Result, server: BenchServer, pools: Dict[str, L
 
 
 def measure_alone(result: Result, server: BenchServer, p: Profile) -> None:
-    """The idle waiters and S4, each in processes of its own, once the workers are gone."""
+    """S10, the idle waiters and S4, each in processes of its own, once the workers are gone."""
+    measure_cached(result, server, p)
     log("idle waiters")
     result["idle_waiters"], result["idle_settle"], result["idle_window"] = \
         p.idle_waiters, p.idle_settle, p.idle_window
@@ -116,6 +121,31 @@ def measure_alone(result: Result, server: BenchServer, p: Profile) -> None:
             server, lang, contender, p.idle_waiters, p.idle_settle, p.idle_window)
     log("S4: watchdog scale")
     result["s4"] = watchdog_scale(server, p.s4_locks, p.s4_ttl_ms, p.s4_seconds)
+
+
+def measure_cached(result: Result, server: BenchServer, p: Profile) -> None:
+    log(f"S10: cached, {s10.PROCESSES} processes × {s10.READERS} readers on one hot key")
+    result["s10_hits_seconds"], result["s10_expiry_seconds"] = p.s10_hits_seconds, p.s10_expiry_seconds
+    result["s10"] = s10.cached(server, p.s10_hits_seconds, p.s10_expiry_seconds)
+
+
+def run_cached_only(p: Profile) -> None:
+    """S10 alone on a server of its own, its section and targets printed (a
+    check while working on it: RESULTS.md stays the last whole run's)."""
+    os.makedirs(OUT, exist_ok=True)
+    result: Result = {}
+    server = BenchServer()
+    try:
+        measure_cached(result, server, p)
+    finally:
+        server.stop()
+    with open(os.path.join(OUT, "cached.json"), "w") as f:
+        json.dump(result, f)
+    print("\n".join(cached_section(result)))
+    t = Targets()
+    cached_targets(t, result)
+    result["targets"] = list(t)
+    print_targets(result)
 
 
 def measure_redlock(result: Result, p: Profile, skip: bool) -> None:

@@ -40,6 +40,7 @@ def targets(r: Dict[str, Any]) -> List[Dict[str, Any]]:
     in_one_process(t, r)
     semaphore(t, r)
     read_write(t, r)
+    cached(t, r)
     safety(t, r)
     watchdog(t, r)
     binding_overhead(t, r)
@@ -181,6 +182,45 @@ def read_write(t: Targets, r: Dict[str, Any]) -> None:
     bad = [k for k, s in s9s.items() if s["breaches"]]
     t.add("S9", "no reader inside with the writer, no two mutex holders (every block, by timestamps)",
           "all correct" if not bad else "failed: " + ", ".join(bad), not bad)
+
+
+def cached(t: Targets, r: Dict[str, Any]) -> None:
+    """S10, for each face: one loader call per expiry and per cold key, and
+    with a stale window nobody waiting for the loader and a p99 across an
+    expiry near a plain hit's; one command sent per hit."""
+    s10s = r.get("s10")
+    if not s10s:
+        return
+    for lang in ("py", "js"):
+        plain, stale = s10s.get(f"{lang}/cached:rlock"), s10s.get(f"{lang}/cached:rlock-stale")
+        if not plain or not stale:
+            continue
+        face = LANGS[lang]
+        for row, name in ((plain, face), (stale, f"{face}, stale window")):
+            e = row["expiry"]
+            calls = e["calls_per_expiry"]
+            t.add("S10", f"exactly 1 loader call per expiry ({name})",
+                  f"{e['loader_calls']} calls in {e['expiries']} expiries, most in one: {max(calls, default=0)}",
+                  bool(calls) and max(calls) == 1)
+        e = stale["expiry"]
+        t.add("S10", f"with a stale window no reader waits for the loader ({face})",
+              f"{e['waited']} of {e['reads']} reads waited", e["waited"] == 0 and e["reads"] > 0)
+        hit = stale["hits"]["p99_ms"]
+        t.add("S10", f"with a stale window p99 across an expiry ≤ 2× a plain hit's p99 ({face})",
+              f"{e['p99_ms']:.2f} ms against {hit:.2f} ms ({e['p99_ms'] / hit:.2f}×)",
+              e["p99_ms"] <= 2 * hit)
+        c = plain["commands"]
+        t.add("S10", f"1 command sent per read on a hit ({face})",
+              f"{c['sent_per_read']:g} ({per_read(c)})", c["sent_per_read"] == 1)
+        cold = plain["cold"]
+        t.add("S10", f"cold start of {cold['keys']:,} keys × {cold['processes']} processes: "
+              f"{cold['keys']:,} loader calls ({face})", f"{cold['loader_calls']:,}",
+              cold["loader_calls"] == cold["keys"] and not cold["errors"])
+
+
+def per_read(c: Dict[str, Any]) -> str:
+    """The commands a hit sends, each per read: `get 1, evalsha 1`."""
+    return ", ".join(f"{k} {v / c['reads']:g}" for k, v in sorted(c["sent"].items())) or "none"
 
 
 def in_one_process(t: Targets, r: Dict[str, Any]) -> None:

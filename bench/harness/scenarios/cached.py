@@ -1,0 +1,187 @@
+"""S10: `cached`, one hot key read through a cache that keeps its entries
+in Redis, by PROCESSES processes of one language with READERS concurrent
+readers each, against other Redis caches that protect against stampedes.
+The loader sleeps LOADER_MS and records its call in Redis (cached_worker.py,
+cached_worker.js), so every call of every process is counted. Per contender,
+on its own keys:
+
+  hits     the value cached for longer than the block: every read is a
+           hit, under the same load as across expiries; then HIT_READS reads
+           one after another from one process, their commands counted with
+           MONITOR (commands run inside scripts apart) and INFO commandstats
+  expiry   the value cached for TTL_S (and STALE_S more where the contender
+           has a stale window), read for several of its lifetimes: loader
+           calls per expiry, and the readers' latency across each expiry
+  cold     COLD_KEYS distinct keys, none cached, each read once by every
+           process at about the same time: loader calls (at best one per key)
+
+Readers pause a random 0 to 2 × PACE_MS between reads, so the load is a
+steady PROCESSES × READERS / PACE_MS reads per second whatever a read costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from ..contenders import CACHED, Contender, key_of
+from ..log import log
+from ..monitor import Monitor
+from ..processes import Worker, close_all, mono_ns
+from ..server import BenchServer
+from ..stats import pct
+
+PROCESSES = 8
+READERS = 50
+LOADER_MS = 50
+TTL_S = 1.0
+STALE_S = 1.0
+PACE_MS = 200
+COLD_KEYS = 1000
+HIT_READS = 200
+# A block of reads before each one measured, with the same contender and
+# options (the workers keep what it opened: connections, threads).
+WARM_S = 0.5
+# A value cached for longer than any block: every read of the hits block is a hit.
+HIT_TTL_S = 3600.0
+# Loader calls further apart than this belong to different expiries (an
+# expiry's calls start within a loader's time of each other; expiries are
+# TTL_S apart, less the jitter and any early refresh).
+EXPIRY_GAP_NS = int(TTL_S / 2 * 1e9)
+# Time for every worker to read its request before a block starts.
+LEAD_NS = 800_000_000
+
+Block = Dict[str, Any]
+
+
+def cached(server: BenchServer, hits_seconds: float, expiry_seconds: float) -> Dict[str, Block]:
+    """Every contender of CACHED in turn, on PROCESSES workers of its language."""
+    langs = sorted({lang for lang, _ in CACHED})
+    pools = {lang: [Worker(lang, [server.url], "cached_worker") for _ in range(PROCESSES)]
+             for lang in langs}
+    out: Dict[str, Block] = {}
+    try:
+        for item in CACHED:
+            out[key_of(item)] = one_contender(server, pools[item[0]], item, hits_seconds,
+                                              expiry_seconds)
+            server.redis.flushall()
+            log(f"S10: {key_of(item)} done")
+    finally:
+        close_all(pools)
+    return out
+
+
+def one_contender(server: BenchServer, workers: List[Worker], item: Contender,
+                  hits_seconds: float, expiry_seconds: float) -> Block:
+    lang, name = item
+    tag = f"s10:{lang}:{name}"
+
+    def request(part: str, ttl: float) -> Dict[str, Any]:
+        return {"contender": name, "loader_ms": LOADER_MS, "ttl": ttl, "stale": STALE_S,
+                "key": f"{tag}:{part}", "loads": f"{tag}:{part}:loads"}
+
+    hit = request("hit", HIT_TTL_S)
+    workers[0].call({**hit, "op": "seq", "n": 1}, timeout=60)  # the value, cached
+    read_block(workers, hit, WARM_S)  # every reader's connections open
+    hit_recs, _, _, hit_errors = read_block(workers, hit, hits_seconds)
+    hit_lat = [(r[1] - r[0]) / 1e6 for r in hit_recs]
+    block: Block = {
+        "hits": {"reads": len(hit_recs), "reads_per_s": len(hit_recs) / hits_seconds,
+                 "p50_ms": pct(hit_lat, 50), "p99_ms": pct(hit_lat, 99),
+                 "max_ms": max(hit_lat, default=float("nan")), "errors": hit_errors},
+        "commands": commands_per_hit(server, workers[0], hit),
+    }
+
+    hot = request("hot", TTL_S)
+    workers[0].call({**hot, "op": "seq", "n": 1}, timeout=60)  # the first value, before the block
+    read_block(workers, hot, WARM_S)
+    recs, start, end, errors = read_block(workers, hot, expiry_seconds)
+    loads = [ld for ld in loader_calls(server, hot["loads"]) if ld[0] >= start]
+    block["expiry"] = {**across_expiries(recs, loads), "errors": errors,
+                       "seconds": (end - start) / 1e9}
+
+    cold = {**request("cold", HIT_TTL_S), "prefix": f"{tag}:cold"}
+    block["cold"] = cold_start(server, workers, cold)
+    return block
+
+
+def read_block(workers: List[Worker], req: Dict[str, Any],
+               seconds: float) -> Tuple[List[List[int]], int, int, int]:
+    """Every worker's readers on one key from one instant to another:
+    (records `[began, ended, value's t1]`, start, end, errors)."""
+    start = mono_ns() + LEAD_NS
+    end = start + int(seconds * 1e9)
+    for w in workers:
+        w.send({**req, "op": "read", "readers": READERS, "pace_ms": PACE_MS, "start": start,
+                "end": end})
+    replies = [w.recv(timeout=seconds + 60) for w in workers]
+    return ([rec for r in replies for rec in r["rec"]], start, end,
+            sum(r["errors"] for r in replies))
+
+
+def commands_per_hit(server: BenchServer, worker: Worker, req: Dict[str, Any]) -> Dict[str, Any]:
+    """What one process sends for a hit (MONITOR: commands run inside scripts
+    apart) and what Redis counts (INFO commandstats: scripts' calls included)."""
+    worker.call({**req, "op": "seq", "n": 20})  # connections open, scripts loaded
+    monitor = Monitor(server.port)
+    try:
+        before = server.calls()
+        sent, scripted = monitor.count(server, lambda: worker.call({**req, "op": "seq",
+                                                                     "n": HIT_READS}))
+        after = server.calls()
+    finally:
+        monitor.close()
+    # The counting's own commands (markers, INFO) are not the reads'.
+    ours = ("echo", "info", "monitor")
+    calls = sum(v - before.get(k, 0) for k, v in after.items() if k not in ours)
+    return {"reads": HIT_READS, "sent": dict(sent), "scripted": dict(scripted),
+            "sent_per_read": sum(sent.values()) / HIT_READS,
+            "server_calls_per_read": calls / HIT_READS}
+
+
+def loader_calls(server: BenchServer, key: str) -> List[Tuple[int, int]]:
+    """Every recorded loader call, `(t0, t1)`, in order of start."""
+    calls = [s.split() for s in server.redis.lrange(key, 0, -1)]
+    return sorted((int(c[0]), int(c[1])) for c in calls)
+
+
+def expiries(loads: List[Tuple[int, int]]) -> List[List[Tuple[int, int]]]:
+    """The loader calls grouped by the expiry that set them off."""
+    groups: List[List[Tuple[int, int]]] = []
+    for ld in loads:
+        if groups and ld[0] - max(t1 for _, t1 in groups[-1]) < EXPIRY_GAP_NS:
+            groups[-1].append(ld)
+        else:
+            groups.append([ld])
+    return groups
+
+
+def across_expiries(recs: List[List[int]], loads: List[Tuple[int, int]]) -> Dict[str, Any]:
+    """Loader calls per expiry, and the reads begun while an expiry's loaders
+    ran (from a loader's time before the first started to a loader's time
+    after the last ended): their latency, and how many got a value made after
+    they began, that is waited for a loader."""
+    groups = expiries(loads)
+    margin = LOADER_MS * 1_000_000
+    windows = [(g[0][0] - margin, max(t1 for _, t1 in g) + margin) for g in groups]
+    across = [(r[1] - r[0]) / 1e6 for r in recs if any(a <= r[0] <= b for a, b in windows)]
+    waited = [(r[1] - r[0]) / 1e6 for r in recs if r[0] < r[2]]
+    every = [(r[1] - r[0]) / 1e6 for r in recs]
+    return {
+        "reads": len(recs), "expiries": len(groups), "loader_calls": len(loads),
+        "calls_per_expiry": [len(g) for g in groups],
+        "reads_across": len(across), "p50_ms": pct(across, 50), "p99_ms": pct(across, 99),
+        "max_ms": max(across, default=float("nan")),
+        "all_p99_ms": pct(every, 99),
+        "waited": len(waited), "longest_wait_ms": max(waited, default=0.0),
+    }
+
+
+def cold_start(server: BenchServer, workers: List[Worker], req: Dict[str, Any]) -> Dict[str, Any]:
+    start = mono_ns() + LEAD_NS
+    for w in workers:
+        w.send({**req, "op": "cold", "keys": COLD_KEYS, "readers": READERS, "start": start})
+    replies = [w.recv(timeout=300) for w in workers]
+    return {"keys": COLD_KEYS, "processes": len(workers),
+            "loader_calls": server.redis.llen(req["loads"]),
+            "seconds": (max(r["ended"] for r in replies) - start) / 1e9,
+            "errors": sum(r["errors"] for r in replies)}
