@@ -95,7 +95,10 @@ def versions() -> Dict[str, str]:
         "python-redis-lock": version("python-redis-lock"),
         "pottery": version("pottery"),
         "py-redis-semaphore": version("py-redis-semaphore"),
+        "dogpile.cache": version("dogpile.cache"),
+        "cashews": version("cashews"),
         "ioredis": npm("ioredis"),
         "redlock (node-redlock)": npm("redlock"),
         "redis-semaphore": npm("redis-semaphore"),
+        "bentocache": npm("bentocache"),
     }

@@ -12,6 +12,9 @@
                                   (its uncontended cycle runs with S1)
     S9      read_write            8 readers and a writer on a read-write lock,
                                   against the same 9 processes on one mutex
+    S10     cached                8 processes × 50 readers on one hot key across
+                                  its expiries, and a cold start of 1,000 keys,
+                                  against other caches in Redis
             idle_waiters          what 100 waiters on a held lock, semaphore or
                                   read-write lock send
     S4      watchdog_scale        10 000 locks held through a counting proxy
