@@ -79,6 +79,31 @@ export interface PermitsOptions {
 
 export interface SemaphoreAcquireOptions extends AcquireOptions, PermitsOptions {}
 
+export interface CacheOptions {
+  /** How long an entry stays fresh, in milliseconds (less up to `jitter` of it). Required. */
+  ttlMs: number
+  /**
+   * After the ttl, how long the old value is still returned at once while one
+   * caller refreshes it in the background (stale-while-revalidate). Unset or 0: none.
+   */
+  staleMs?: number
+  /** How long "nothing found" (a loader's null or undefined) is kept. Default min(10000, ttlMs). */
+  noneTtlMs?: number
+  /** The share of the ttl taken off at random, from 0 to below 1, so entries filled together expire apart. Default 0.1. */
+  jitter?: number
+  /** Early refresh (XFetch's beta, 0 to 100): one caller refreshes a hot entry before it expires; 0: never. Default 1. */
+  early?: number
+  /** How long to wait for another caller's rebuild (then `LockTimeoutError`). Unset: as long as it takes. */
+  timeoutMs?: number
+  /**
+   * When the rebuild a caller waits for fails: `'share'` rejects `CacheLoaderError`,
+   * `'retry'` makes one of the waiters rebuild. Default `'share'`.
+   */
+  onError?: 'share' | 'retry'
+  /** The lease of the rebuild lock, renewed while the loader runs. Default 30000. */
+  lockTtlMs?: number
+}
+
 export declare class Client {
   private constructor()
   /**
@@ -122,6 +147,17 @@ export declare class Client {
     options: UsingOptions | undefined,
     fn: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>,
   ): Promise<T>
+  /**
+   * The value of the cache entry `key`: from the cache, or from `loader()`, run
+   * by one caller across every process while the others wait for what it
+   * stores. A Buffer (any Uint8Array) is stored as bytes, a string as text,
+   * null or undefined as "nothing found" (read back as undefined), anything
+   * else as JSON. Rejects with the loader's own error when it fails, and with
+   * `CacheLoaderError` when the rebuild this caller waited for failed.
+   */
+  cached<T>(key: string, loader: () => T | PromiseLike<T>, options: CacheOptions): Promise<T | undefined>
+  /** Deletes the cache entry `key` (true when there was one): the next read rebuilds it. */
+  invalidate(key: string): Promise<boolean>
   /**
    * Releases the locks still held (best effort, within 2 s; they count as lost
    * and their `signal` aborts), ends waits in progress, stops renewing and closes
@@ -208,6 +244,7 @@ export declare class LockError extends Error {
     | 'ERR_LOCK_CONNECTION'
     | 'ERR_LOCK_CLIENT_CLOSED'
     | 'ERR_LOCK_UPGRADE'
+    | 'ERR_CACHE_LOADER'
 }
 
 export declare class LockTimeoutError extends LockError {
@@ -237,4 +274,14 @@ export declare class ClientClosedError extends LockError {
 /** Write asked by an owner that holds only read of a read-write lock: refused at once. */
 export declare class LockUpgradeError extends LockError {
   readonly code: 'ERR_LOCK_UPGRADE'
+}
+
+/**
+ * The rebuild a `cached()` caller waited for (in this process or another)
+ * failed: its loader threw. The caller whose own loader threw gets that error.
+ */
+export declare class CacheLoaderError extends LockError {
+  readonly code: 'ERR_CACHE_LOADER'
+  /** The cache key. */
+  readonly key: string
 }

@@ -3,6 +3,7 @@
 // strict enough to catch those mistakes.
 
 import {
+  CacheLoaderError,
   Client,
   Lock,
   LockError,
@@ -12,6 +13,7 @@ import {
   LockUpgradeError,
   RwLock,
   Semaphore,
+  type CacheOptions,
   type LockOptions,
 } from 'redis-rlock'
 
@@ -74,6 +76,23 @@ export async function usage(): Promise<number> {
   const inSemaphore: number = await sem.using({ permits: 3 }, async (s, taken: Semaphore) => taken.size)
   void [byHandle, readSide, read, size, tried, free, held, asLock, inSemaphore]
 
+  const cacheOptions: CacheOptions = { ttlMs: 60_000, staleMs: 30_000, noneTtlMs: 5_000, jitter: 0.1, early: 1 }
+  const product: { price: number } | undefined = await client.cached('product:1001', async () => ({ price: 12 }), cacheOptions)
+  const page: string | undefined = await client.cached('page', () => 'html', { ttlMs: 1_000, timeoutMs: 500, onError: 'retry' })
+  const image: Buffer | undefined = await client.cached('image', () => Buffer.alloc(1), { ttlMs: 1_000, lockTtlMs: 5_000 })
+  const missing: undefined = await client.cached('gone', () => undefined, { ttlMs: 1_000 })
+  const dropped: boolean = await client.invalidate('product:1001')
+  try {
+    await client.cached('product:1001', async () => ({ price: 12 }), cacheOptions)
+  } catch (err) {
+    if (err instanceof CacheLoaderError) {
+      const code: 'ERR_CACHE_LOADER' = err.code
+      const key: string = err.key
+      void [code, key]
+    }
+  }
+  void [product, page, image, missing, dropped]
+
   try {
     await lock.release()
   } catch (err) {
@@ -124,10 +143,20 @@ export async function usage(): Promise<number> {
   client.semaphore('pool', { permits: '3' })
   // @ts-expect-error a mutex's acquisition takes no permits
   await lock.acquire({ permits: 2 })
+  // @ts-expect-error a cache entry has its ttl
+  await client.cached('x', () => 1, {})
+  // @ts-expect-error onError is 'share' or 'retry'
+  await client.cached('x', () => 1, { ttlMs: 1_000, onError: 'ignore' })
+  // @ts-expect-error the loader takes no arguments
+  await client.cached('x', (key: string) => key, { ttlMs: 1_000 })
+  // @ts-expect-error the value is the loader's type
+  const wrong: number | undefined = await client.cached('x', () => 'text', { ttlMs: 1_000 })
+  // @ts-expect-error a cache key is a string
+  await client.invalidate(1001)
   // @ts-expect-error the sides of a read-write lock are read-only
   rw.read = rw.write
 
-  void [token, lost, signal, name, locked, owned, got, short, released]
+  void [token, lost, signal, name, locked, owned, got, short, released, wrong]
   await client.close()
   return value
 }
