@@ -1,10 +1,12 @@
 //! A loopback TCP proxy in front of one redis-server that injects the
 //! network faults a lock must survive, deterministically: a request Redis
 //! applied whose reply never arrives (the connection is reset after the
-//! request was forwarded), a request that never arrives (reset before), and
-//! replies delivered late on pub/sub connections or on every connection.
-//! Faults are armed by a byte pattern the request carries (a script's SHA,
-//! an argument such as `PUBLISH`), so a test picks the exact request.
+//! request was forwarded), a request that never arrives (reset before), a
+//! wire down until healed, and replies delivered late on pub/sub
+//! connections or on every connection. Faults are armed by a byte pattern
+//! the request carries (a script's SHA, an argument such as `PUBLISH`), so
+//! a test picks the exact request; the requests carrying a pattern can be
+//! counted too (to know a client has sent one before the fault).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,6 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
+
+use crate::RedisServer;
 
 /// Where a reset falls relative to the request that triggers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +32,10 @@ pub enum Cut {
 struct Rules {
     /// (pattern, where, how many more times)
     cuts: Vec<(Vec<u8>, Cut, usize)>,
+    /// Every request is cut before Redis sees it (the wire is down).
+    severed: bool,
+    /// (pattern, how many requests carrying it reached Redis)
+    counted: Vec<(Vec<u8>, usize)>,
     pubsub_delay: Duration,
     reply_delay: Duration,
 }
@@ -105,6 +113,38 @@ impl FaultProxy {
         self.cuts_done.load(Ordering::SeqCst)
     }
 
+    /// Takes the wire down: from now on every request, on any connection,
+    /// is cut before Redis sees it, until [`heal`](Self::heal).
+    pub fn sever(&self) {
+        self.rules.lock().unwrap().severed = true;
+    }
+
+    /// Brings the wire back after [`sever`](Self::sever).
+    pub fn heal(&self) {
+        self.rules.lock().unwrap().severed = false;
+    }
+
+    /// Counts, from now on, the requests carrying `pattern` that reach
+    /// Redis (see [`seen`](Self::seen)).
+    pub fn count(&self, pattern: &[u8]) {
+        self.rules
+            .lock()
+            .unwrap()
+            .counted
+            .push((pattern.to_vec(), 0));
+    }
+
+    /// How many requests carrying `pattern` reached Redis since
+    /// [`count`](Self::count) was called with it.
+    pub fn seen(&self, pattern: &[u8]) -> usize {
+        let rules = self.rules.lock().unwrap();
+        rules
+            .counted
+            .iter()
+            .find(|(p, _)| p == pattern)
+            .map_or(0, |(_, n)| *n)
+    }
+
     /// Delays what Redis sends on pub/sub connections (messages included).
     pub fn delay_pubsub(&self, delay: Duration) {
         self.rules.lock().unwrap().pubsub_delay = delay;
@@ -114,6 +154,15 @@ impl FaultProxy {
     pub fn delay_replies(&self, delay: Duration) {
         self.rules.lock().unwrap().reply_delay = delay;
     }
+}
+
+/// A server, a fault proxy in front of it, and a client that reaches the
+/// server only through the proxy.
+pub async fn behind_proxy() -> (RedisServer, FaultProxy, rlock_core::Client) {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port);
+    let client = rlock_core::Client::connect(&proxy.url()).await.unwrap();
+    (server, proxy, client)
 }
 
 async fn relay(
@@ -152,14 +201,27 @@ async fn relay(
                 }
                 let cut = {
                     let mut rules = rules.lock().unwrap();
+                    if rules.severed {
+                        cuts_done.fetch_add(1, Ordering::SeqCst);
+                        kill.notify_one();
+                        return;
+                    }
                     let hit = rules
                         .cuts
                         .iter_mut()
                         .find(|(p, _, left)| *left > 0 && contains(chunk, p));
-                    hit.map(|(_, cut, left)| {
+                    let cut = hit.map(|(_, cut, left)| {
                         *left -= 1;
                         *cut
-                    })
+                    });
+                    if cut != Some(Cut::BeforeForward) {
+                        for (p, n) in rules.counted.iter_mut() {
+                            if contains(chunk, p) {
+                                *n += 1;
+                            }
+                        }
+                    }
+                    cut
                 };
                 match cut {
                     None => {}
