@@ -16,6 +16,11 @@
     with client.semaphore("exports", permits=4):  # at most 4 holders at once
         export()
 
+    product = client.cached("product:1001", load_product, ttl=60)  # one load per miss
+
+    @rlock.cached("product:{0}", ttl=60)
+    def product(id): ...
+
 A lock is owned by the client, the process and the calling thread (sync
 methods) or asyncio task (``async with`` and every awaited method): the same
 owner re-acquiring a name nests, any other owner waits. Durations are seconds.
@@ -28,7 +33,11 @@ import builtins
 import functools
 import inspect
 import itertools
+import json
+import logging
 import os
+import pickle
+import string
 import sys
 import threading
 import warnings
@@ -39,18 +48,23 @@ from typing import (
     Any,
     Awaitable,
     Callable,
+    Dict,
     Generator,
     Generic,
     List,
+    Literal,
     Mapping,
     Optional,
+    Protocol,
     Sequence,
+    Set,
     Tuple,
     Type,
     TypedDict,
     TypeVar,
     Union,
     cast,
+    overload,
 )
 
 from . import _native
@@ -58,7 +72,13 @@ from ._redis_py import servers_of
 
 if TYPE_CHECKING:
     # For the type checker only: no runtime dependency on typing_extensions.
-    from typing_extensions import Unpack
+    from typing_extensions import ParamSpec, Unpack
+
+    _P = ParamSpec("_P")
+else:
+    # Python 3.9 has no ParamSpec; at run time the generics below need only
+    # a type variable.
+    _P = TypeVar("_P")
 
 __all__ = [
     "AsyncClient",
@@ -66,6 +86,10 @@ __all__ = [
     "AsyncLock",
     "AsyncRwLock",
     "AsyncSemaphore",
+    "AsyncCachedFunction",
+    "CacheArguments",
+    "CacheLoaderError",
+    "CachedFunction",
     "Client",
     "ClientClosed",
     "ConnectionError",
@@ -80,6 +104,8 @@ __all__ = [
     "LongTtlWarning",
     "RwLock",
     "Semaphore",
+    "Serializer",
+    "cached",
     "lock",
     "synchronized",
 ]
@@ -132,6 +158,14 @@ class LockUpgradeError(LockError):
     Refused at once: two owners doing so would wait on each other for ever.
     Release the read first; the other way round (write, then read, then
     release the write) is a downgrade, and allowed."""
+
+
+class CacheLoaderError(LockError):
+    """The rebuild of a cache entry that this caller waited for failed: its
+    loader raised, in another caller (maybe another process or language),
+    and nothing was stored (``on_error="share"``). ``name`` is the cache key,
+    ``reason`` the loader's failure (``"ValueError: ..."`` from Python). The
+    caller whose own loader raised gets that exception instead."""
 
 
 class ConnectionError(LockError, builtins.ConnectionError):
@@ -258,16 +292,20 @@ def _lock_spec(name: str, options: Mapping[str, Any]) -> _native.LockSpec:
     return spec
 
 
-def _refuse_unknown_keywords(given: Mapping[str, Any], takes: Callable[..., Any]) -> None:
+def _refuse_unknown_keywords(
+    given: Mapping[str, Any], takes: Callable[..., Any], also: Sequence[str] = ()
+) -> None:
     """Raises the TypeError of the first keyword in ``given`` that ``takes``
-    has no parameter for, naming the closest one it has (the core's choice),
-    as a misspelt option would otherwise be a bare "unexpected keyword"."""
-    # The first parameter is the lock's name or self: never an option.
+    has no parameter for (nor ``also`` names), naming the closest one it has
+    (the core's choice), as a misspelt option would otherwise be a bare
+    "unexpected keyword"."""
+    parameters = list(inspect.signature(takes).parameters.values())
+    # A first positional parameter is the lock's name or self: never an option.
+    if parameters and parameters[0].kind is not parameters[0].KEYWORD_ONLY:
+        parameters = parameters[1:]
     known = [
-        p.name
-        for p in list(inspect.signature(takes).parameters.values())[1:]
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ]
+        p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ] + list(also)
     for key in given:
         if key not in known:
             near = _native.closest_option(key, known)
@@ -628,6 +666,398 @@ class AsyncSemaphore(_Permits, AsyncLock):
 
 
 # --------------------------------------------------------------------------
+# Cached: the cache-aside read with one load per miss. Who loads, who waits
+# and what gets written are the core's (python/src/cache.rs); this face runs
+# the loader, encodes its value and tags it with a format every face reads.
+
+_log = logging.getLogger("rlock")
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
+
+
+class Serializer(Protocol):
+    """A serializer of your own for ``cached(..., serializer=...)``: values
+    are written with ``dumps`` tagged ``format`` (neither ``"bytes"`` nor
+    ``"text"``), and entries of that tag read back with ``loads``. bytes and
+    str values never reach it: they are stored as they are."""
+
+    format: str
+
+    def dumps(self, value: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+
+class _CacheRequired(TypedDict):
+    ttl: float
+
+
+class CacheArguments(_CacheRequired, total=False):
+    """The keyword arguments of ``Client.cached()``, ``AsyncClient.cached()``
+    and ``rlock.cached()``; seconds as floats, checked before any I/O.
+
+    ttl (required): how long an entry stays fresh, less a random share of
+    up to ``jitter``.
+    stale: after the ttl, how long the old value is still returned at once
+    while one caller refreshes it in the background (None: no window).
+    none_ttl: how long a loader's None ("nothing found") is kept (None: 10 s,
+    at most the ttl).
+    jitter: the share of the ttl taken off at random, 0 to below 1 (None: 0.1).
+    early: early refresh (XFetch's beta; 0: never early; None: 1.0).
+    timeout: how long a caller waits for another caller's load, then
+    LockTimeout (None: as long as it takes).
+    on_error: what waiters of a failed load do: ``"share"`` its failure
+    (CacheLoaderError) or ``"retry"`` (one of them loads next).
+    lock_ttl: the lease of the rebuild lock, renewed while the loader runs
+    (None: 30 s).
+    serializer: how values other than bytes and str are stored: ``"json"``,
+    ``"pickle"`` (read back only by callers that say ``"pickle"`` too), or
+    a Serializer of your own.
+    """
+
+    stale: Optional[float]
+    none_ttl: Optional[float]
+    jitter: Optional[float]
+    early: Optional[float]
+    timeout: Optional[float]
+    on_error: Literal["share", "retry"]
+    lock_ttl: Optional[float]
+    serializer: Union[Literal["json", "pickle"], Serializer]
+
+
+class CachedFunction(Protocol[_P, _R_co]):
+    """A function decorated with ``rlock.cached``: called as before, plus
+    ``invalidate()`` of the entry the same arguments read."""
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+    def invalidate(self, *args: _P.args, **kwargs: _P.kwargs) -> bool: ...
+
+
+class AsyncCachedFunction(Protocol[_P, _R_co]):
+    """An async function decorated with ``rlock.cached``: awaited as before,
+    plus an awaitable ``invalidate()``."""
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Awaitable[_R_co]: ...
+
+    def invalidate(self, *args: _P.args, **kwargs: _P.kwargs) -> Awaitable[bool]: ...
+
+
+class _CacheDecorator(Protocol):
+    # An async function is also a function returning an awaitable: the first
+    # overload wins for it, as meant.
+    @overload
+    def __call__(  # type: ignore[overload-overlap]
+        self, fn: Callable[_P, Awaitable[_R]]
+    ) -> AsyncCachedFunction[_P, _R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[_P, _R]) -> CachedFunction[_P, _R]: ...
+
+
+class _Codec:
+    """A serializer, and the format tag it writes."""
+
+    __slots__ = ("format", "dumps", "loads")
+
+    def __init__(
+        self, format: str, dumps: Callable[[Any], Any], loads: Callable[[bytes], Any]
+    ) -> None:
+        self.format = format
+        self.dumps = dumps
+        self.loads = loads
+
+    def encode(self, key: str, value: Any) -> Tuple[Optional[bytes], str]:
+        """``value`` as stored: bytes and str as they are, None as nothing
+        found, anything else by this serializer. TypeError for a value it
+        cannot encode."""
+        if value is None:
+            return None, self.format
+        try:
+            if isinstance(value, (bytes, bytearray)):
+                return bytes(value), "bytes"
+            if isinstance(value, str):
+                return value.encode("utf-8"), "text"
+            data = self.dumps(value)
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+            if not isinstance(data, bytes):
+                raise TypeError(f"dumps() gave {type(data).__name__}, not bytes")
+            return data, self.format
+        except Exception as e:
+            raise TypeError(
+                f"cache entry {key!r}: the loader's value ({type(value).__name__}) "
+                f"cannot be stored as {self.format}: {e}"
+            ) from e
+
+    def decode(self, key: str, data: Optional[bytes], format: str) -> Any:
+        """An entry as stored, by its format tag."""
+        if data is None:
+            return None
+        if format == "bytes":
+            return data
+        if format == "text":
+            return data.decode("utf-8")
+        if format == self.format:
+            return self.loads(data)
+        if format == "json":
+            return json.loads(data)
+        if format == "pickle":
+            raise ValueError(
+                f"cache entry {key!r} holds a pickle: read it with serializer=\"pickle\" "
+                "(unpickling can run any code, so it is never done unasked)"
+            )
+        raise ValueError(
+            f"cache entry {key!r} holds format {format!r}, which this reader cannot decode "
+            f"(its serializer reads {self.format!r})"
+        )
+
+
+def _json_dumps(value: Any) -> bytes:
+    # Strict JSON (no NaN): what JSON.parse in Node reads.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _pickle_dumps(value: Any) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+_JSON = _Codec("json", _json_dumps, json.loads)
+_PICKLE = _Codec("pickle", _pickle_dumps, pickle.loads)
+
+
+def _codec(serializer: Any) -> _Codec:
+    if isinstance(serializer, str):
+        if serializer == "json":
+            return _JSON
+        if serializer == "pickle":
+            return _PICKLE
+        raise ValueError(
+            f"serializer must be \"json\", \"pickle\" or an object with format, dumps() "
+            f"and loads(), got {serializer!r}"
+        )
+    format = getattr(serializer, "format", None)
+    dumps = getattr(serializer, "dumps", None)
+    loads = getattr(serializer, "loads", None)
+    if not (isinstance(format, str) and callable(dumps) and callable(loads)):
+        raise TypeError(
+            "serializer must be \"json\", \"pickle\" or an object with a str format, "
+            f"dumps() and loads(), got {type(serializer).__name__}"
+        )
+    if format in ("", "bytes", "text"):
+        raise ValueError(
+            f"a serializer's format must be a name other than \"bytes\" and \"text\" "
+            f"(bytes and str values are stored as they are), got {format!r}"
+        )
+    return _Codec(format, dumps, loads)
+
+
+def _cache_plan(options: Mapping[str, Any]) -> Tuple[_native.CacheSpec, _Codec]:
+    """``options`` checked (before any I/O): the entry's, and the serializer."""
+    rest = dict(options)
+    codec = _codec(rest.pop("serializer", "json"))
+    try:
+        spec = _native.CacheSpec(**rest)
+    except TypeError:
+        _refuse_unknown_keywords(options, _native.CacheSpec, also=("serializer",))
+        raise
+    return spec, codec
+
+
+def _callable_loader(loader: object) -> None:
+    if not callable(loader):
+        raise TypeError(
+            f"loader must be callable with no arguments, got {type(loader).__name__}"
+        )
+
+
+def _is_async(fn: object) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)
+    )
+
+
+def _fail(rebuild: _native.Rebuild, error: BaseException) -> None:
+    """Tells the callers waiting for ``rebuild`` that its loader raised
+    ``error``; trouble telling them rides along on ``error``."""
+    try:
+        rebuild.fail(f"{type(error).__name__}: {error}")
+    except LockError as trouble:
+        _note(error, trouble)
+
+
+async def _fail_async(rebuild: _native.Rebuild, error: BaseException) -> None:
+    try:
+        await rebuild.fail_async(f"{type(error).__name__}: {error}")
+    except LockError as trouble:
+        _note(error, trouble)
+
+
+def _cached(cache: _native.Cache, loader: Callable[[], Any], codec: _Codec) -> Any:
+    """The entry's value: from the cache, or from ``loader`` in this thread
+    when this caller is the one to load (a refresh runs it in a thread of
+    its own while this caller returns the current value)."""
+    kind, data, format, _fence, rebuild = cache.read()
+    if rebuild is None:
+        return codec.decode(cache.key, data, format)
+    if kind == "load":
+        return _load(cache.key, rebuild, loader, codec)
+    try:
+        current = codec.decode(cache.key, data, format)
+    except BaseException:
+        rebuild.abandon()
+        raise
+    threading.Thread(
+        target=_refresh,
+        args=(cache.key, rebuild, loader, codec),
+        name=f"rlock-refresh {cache.key}",
+        daemon=True,
+    ).start()
+    return current
+
+
+def _load(key: str, rebuild: _native.Rebuild, loader: Callable[[], Any], codec: _Codec) -> Any:
+    try:
+        value = loader()
+        if inspect.isawaitable(value):
+            close = getattr(value, "close", None)
+            if close is not None:
+                close()  # never awaited, and it says nothing of it
+            raise TypeError(
+                "the loader returned an awaitable: pass an async def function "
+                "(or an AsyncClient) to await it"
+            )
+        data, format = codec.encode(key, value)
+    except Exception as e:
+        _fail(rebuild, e)
+        raise
+    except BaseException:
+        # Interrupted: nothing to tell the waiters, who try again.
+        rebuild.abandon()
+        raise
+    # The value goes to this caller whatever became of the write.
+    rebuild.store(data, format)
+    return value
+
+
+def _refresh(key: str, rebuild: _native.Rebuild, loader: Callable[[], Any], codec: _Codec) -> None:
+    try:
+        _load(key, rebuild, loader, codec)
+    except Exception as e:
+        _log.warning("rlock: refreshing cache entry %r failed: %s: %s", key, type(e).__name__, e)
+
+
+async def _cached_async(
+    cache: _native.Cache, loader: Callable[[], Awaitable[Any]], codec: _Codec
+) -> Any:
+    """``_cached`` for asyncio: the refresh runs as a task of its own."""
+    kind, data, format, _fence, rebuild = await cache.read_async()
+    if rebuild is None:
+        return codec.decode(cache.key, data, format)
+    if kind == "load":
+        return await _load_async(cache.key, rebuild, loader, codec)
+    try:
+        current = codec.decode(cache.key, data, format)
+    except BaseException:
+        rebuild.abandon()
+        raise
+    task = asyncio.get_running_loop().create_task(
+        _refresh_async(cache.key, rebuild, loader, codec)
+    )
+    # The loop keeps only a weak reference to a task.
+    _refreshing.add(task)
+    task.add_done_callback(_refreshing.discard)
+    return current
+
+
+_refreshing: "Set[asyncio.Task[None]]" = set()
+
+
+async def _load_async(
+    key: str, rebuild: _native.Rebuild, loader: Callable[[], Awaitable[Any]], codec: _Codec
+) -> Any:
+    try:
+        value = await loader()
+        data, format = codec.encode(key, value)
+    except Exception as e:
+        await _fail_async(rebuild, e)
+        raise
+    except BaseException:
+        # Cancelled: nothing to tell the waiters, who try again.
+        rebuild.abandon()
+        raise
+    await rebuild.store_async(data, format)
+    return value
+
+
+async def _refresh_async(
+    key: str, rebuild: _native.Rebuild, loader: Callable[[], Awaitable[Any]], codec: _Codec
+) -> None:
+    try:
+        await _load_async(key, rebuild, loader, codec)
+    except Exception as e:
+        _log.warning("rlock: refreshing cache entry %r failed: %s: %s", key, type(e).__name__, e)
+
+
+def _awaited(loader: Callable[[], Any]) -> Callable[[], Awaitable[Any]]:
+    """``loader`` as a coroutine function: itself if it is one; else called
+    in a worker thread (a sync loader's database call must not stop the
+    event loop), its result awaited if it is awaitable."""
+    if _is_async(loader):
+        return cast(Callable[[], Awaitable[Any]], loader)
+
+    async def in_a_thread() -> Any:
+        value = await asyncio.to_thread(loader)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+
+    return in_a_thread
+
+
+def _key_maker(key: object, fn: Callable[..., Any]) -> Callable[[Tuple[Any, ...], Dict[str, Any]], str]:
+    """How the decorated ``fn`` names the entry of one call: ``key(*args,
+    **kwargs)``, or the template ``key`` formatted with the call's arguments
+    (by position and by parameter name, defaults applied)."""
+    if callable(key):
+        make = key
+        return lambda args, kwargs: make(*args, **kwargs)
+    if not isinstance(key, str):
+        raise TypeError(
+            f"key must be a str template such as \"product:{{0}}\" or a callable, "
+            f"got {type(key).__name__}"
+        )
+    template = key
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    spreads = {p.kind for p in params} & {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
+    for _, field, _, _ in string.Formatter().parse(template):  # ValueError if malformed
+        if not field:
+            continue
+        root = field.split(".", 1)[0].split("[", 1)[0]
+        known = (int(root) < len(positional)) if root.isdigit() else root in signature.parameters
+        if not known and not spreads:
+            raise ValueError(
+                f"key template {template!r} names {{{root}}}, which is no parameter "
+                f"of {getattr(fn, '__qualname__', fn)}{signature}"
+            )
+
+    def make_key(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        named = dict(bound.arguments)
+        for p in params:
+            if p.kind is p.VAR_KEYWORD:
+                named.update(named.pop(p.name, {}))
+        return template.format(*bound.args, **named)
+
+    return make_key
+
+
+# --------------------------------------------------------------------------
 # Clients
 
 
@@ -728,6 +1158,44 @@ class Client(_ClientBase):
         options as lock(), for each holding."""
         return Semaphore(self._native.semaphore(_lock_spec(name, options), permits))
 
+    @overload
+    def cached(
+        self,
+        key: str,
+        loader: Callable[[], Awaitable[_T]],
+        **options: Unpack[CacheArguments],
+    ) -> Awaitable[_T]: ...
+
+    @overload
+    def cached(
+        self, key: str, loader: Callable[[], _T], **options: Unpack[CacheArguments]
+    ) -> _T: ...
+
+    def cached(self, key: str, loader: Callable[[], Any], **options: Any) -> Any:
+        """The value of the cache entry ``key``: from Redis, or from
+        ``loader()`` (no arguments), which one caller across every process
+        runs on a miss while the others wait for the value it stores. A
+        loader returning None stores "nothing found" (for ``none_ttl``); one
+        that raises stores nothing: its exception reaches this caller, and
+        the callers waiting for it get CacheLoaderError. Options: see
+        CacheArguments (``ttl`` required). Checked before any I/O.
+
+        As the loader is, so is the call: with an ``async def`` loader it
+        returns an awaitable of the value (waiting without blocking the
+        event loop)."""
+        _callable_loader(loader)
+        spec, codec = _cache_plan(options)
+        cache = self._native.cache(key, spec)
+        if _is_async(loader):
+            return _cached_async(cache, loader, codec)
+        return _cached(cache, loader, codec)
+
+    def invalidate(self, key: str) -> bool:
+        """Deletes the cache entry ``key``, so the next read loads it again;
+        a load running meanwhile (which may have read older data) never
+        writes. Whether there was an entry."""
+        return self._native.invalidate(key)
+
     def close(self) -> None:
         """Closes the client: locks still held are released (best effort: one
         Redis does not release within 2 s expires with its lease) and count as
@@ -767,6 +1235,33 @@ class AsyncClient(_ClientBase):
     ) -> AsyncSemaphore:
         """A semaphore on ``name``; the arguments are those of Client.semaphore()."""
         return AsyncSemaphore(self._native.semaphore(_lock_spec(name, options), permits))
+
+    @overload
+    def cached(
+        self,
+        key: str,
+        loader: Callable[[], Awaitable[_T]],
+        **options: Unpack[CacheArguments],
+    ) -> Awaitable[_T]: ...
+
+    @overload
+    def cached(
+        self, key: str, loader: Callable[[], _T], **options: Unpack[CacheArguments]
+    ) -> Awaitable[_T]: ...
+
+    def cached(self, key: str, loader: Callable[[], Any], **options: Any) -> Awaitable[Any]:
+        """An awaitable of the value of the cache entry ``key``, as
+        Client.cached() gives it. An ``async def`` loader is awaited; a sync
+        one runs in a worker thread (``asyncio.to_thread``), so a blocking
+        database call never stops the event loop. A refresh runs as a task of
+        its own. The arguments are checked here, before any I/O."""
+        _callable_loader(loader)
+        spec, codec = _cache_plan(options)
+        return _cached_async(self._native.cache(key, spec), _awaited(loader), codec)
+
+    async def invalidate(self, key: str) -> bool:
+        """Client.invalidate(), awaited."""
+        return await self._native.invalidate_async(key)
 
     def close(self) -> Awaitable[None]:
         """Closes the client as Client.close() does, at once, and returns an
@@ -859,3 +1354,49 @@ def synchronized(name: str, **options: Unpack[LockArguments]) -> Callable[[_F], 
         return cast(_F, run)
 
     return decorate
+
+
+def cached(key: Union[str, Callable[..., str]], **options: Unpack[CacheArguments]) -> _CacheDecorator:
+    """Caches the decorated function's result (sync or async) in the entry
+    that ``key`` names for each call, through the default client: see
+    Client.cached(). ``key`` is a template formatted with the call's
+    arguments by position and by parameter name (``"product:{0}"``,
+    ``"user:{id}"``), or a function of them returning the key. Options as
+    Client.cached(), checked here. The decorated function's
+    ``invalidate(*args, **kwargs)`` deletes the entry of those arguments
+    (awaitable for an async function)."""
+    spec, codec = _cache_plan(options)
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        _callable_loader(fn)
+        key_of = _key_maker(key, fn)
+
+        def cache(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> _native.Cache:
+            # The default client made on the first call, so it reads $REDIS_URL then.
+            return _default_client()._native.cache(key_of(args, kwargs), spec)
+
+        def invalidate(*args: Any, **kwargs: Any) -> bool:
+            return _default_client().invalidate(key_of(args, kwargs))
+
+        if _is_async(fn):
+
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                load = functools.partial(fn, *args, **kwargs)
+                return await _cached_async(cache(args, kwargs), load, codec)
+
+            async def invalidate_async(*args: Any, **kwargs: Any) -> bool:
+                client = _default_client()._native
+                return await client.invalidate_async(key_of(args, kwargs))
+
+            cast(Any, run_async).invalidate = invalidate_async
+            return run_async
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return _cached(cache(args, kwargs), functools.partial(fn, *args, **kwargs), codec)
+
+        cast(Any, run).invalidate = invalidate
+        return run
+
+    return cast(_CacheDecorator, decorate)

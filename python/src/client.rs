@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use rlock_core::{validate, Client as CoreClient, ClientOptions, Error, Kind};
 use tokio::sync::OnceCell;
 
+use crate::cache::{Cache, CacheSpec};
 use crate::error::to_py;
 use crate::lock::{Lock, LockSpec};
 use crate::numbers::Count;
@@ -127,6 +128,18 @@ impl Shared {
     }
 }
 
+impl Client {
+    fn invalidate_op(
+        &self,
+        key: &str,
+    ) -> rlock_core::Result<impl Future<Output = rlock_core::Result<bool>> + Send + 'static> {
+        validate::cache_key(key)?;
+        let connected = self.shared.connected();
+        let key = key.to_owned();
+        Ok(async move { connected.await?.invalidate(&key).await })
+    }
+}
+
 fn spec_of(spec: &Bound<'_, LockSpec>) -> Arc<LockSpec> {
     Arc::new(spec.get().clone())
 }
@@ -189,6 +202,23 @@ impl Client {
         permits: Count,
     ) -> PyResult<Semaphore> {
         Semaphore::new(py, self.shared.clone(), spec_of(spec), permits)
+    }
+
+    /// The cache entry `key` read to `spec` (`key` checked here).
+    fn cache(&self, py: Python<'_>, key: &str, spec: &Bound<'_, CacheSpec>) -> PyResult<Cache> {
+        Cache::new(py, self.shared.clone(), key, spec.get())
+    }
+
+    /// Deletes the cache entry `key` (checked before any I/O), so the next
+    /// read rebuilds it; whether there was one.
+    fn invalidate(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
+        let invalidated = self.invalidate_op(key).map_err(|e| to_py(py, e))?;
+        runtime::wait(py, invalidated)
+    }
+
+    fn invalidate_async<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+        let invalidated = self.invalidate_op(key).map_err(|e| to_py(py, e))?;
+        runtime::awaitable_task(py, invalidated)
     }
 
     /// Closes the client (see the core's `Client::close`): held locks are

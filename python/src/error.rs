@@ -57,9 +57,10 @@ impl Failure {
             Error::Connection(_) => raise(py, "ConnectionError", message, None, None),
             Error::Closed => raise(py, "ClientClosed", message, None, None),
             Error::Upgrade { name } => raise(py, "LockUpgradeError", message, Some(&name), None),
-            Error::LoaderFailed { key, .. } => {
-                raise(py, "CacheLoaderError", message, Some(&key), None)
-            }
+            Error::LoaderFailed {
+                key,
+                message: failure,
+            } => raise(py, "CacheLoaderError", message, Some(&key), Some(&failure)),
         }
     }
 }

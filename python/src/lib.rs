@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod cache;
 mod client;
 mod error;
 mod lock;
@@ -20,6 +21,9 @@ mod settings;
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::install_fork_handler()?;
     m.add_class::<client::Client>()?;
+    m.add_class::<cache::Cache>()?;
+    m.add_class::<cache::CacheSpec>()?;
+    m.add_class::<cache::Rebuild>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::LockSpec>()?;
     m.add_class::<lock::Acquisition>()?;
