@@ -88,7 +88,9 @@ async function make(req) {
     case 'cached:bentocache':
     case 'cached:bentocache-grace': {
       const bento = await bentocache()
-      const grace = req.contender === 'cached:bentocache-grace' ? staleMs : false
+      // bentocache's grace is how long the entry stays in Redis in all (its
+      // physical ttl), the ttl included: the stale window comes after the ttl.
+      const grace = req.contender === 'cached:bentocache-grace' ? ttlMs + staleMs : false
       return (key) => bento.getOrSet({ key, factory: load, ttl: ttlMs, grace })
     }
     default:
