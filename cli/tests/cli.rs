@@ -527,6 +527,12 @@ fn cached_call(redis: &RedisServer, args: &[&str]) -> tokio::process::Child {
         .unwrap()
 }
 
+/// Whether the cache holds an entry (a value or "nothing found") for `key`.
+fn stored(redis: &RedisServer, key: &str) -> bool {
+    let entry = format!("rlock:{{{key}}}:cached");
+    redis.conn().exists(entry).unwrap()
+}
+
 #[tokio::test]
 async fn cached_runs_cmd_once_for_concurrent_callers_and_each_prints_its_bytes() {
     let redis = RedisServer::start();
@@ -648,10 +654,7 @@ async fn none_exit_caches_nothing_found_which_other_calls_exit_66_for() {
     )
     .await;
     assert_eq!(code(&out), 5);
-    assert!(!redis
-        .conn()
-        .exists::<_, bool>("rlock:{user:10}:cached")
-        .unwrap());
+    assert!(!stored(&redis, "user:10"));
 }
 
 #[tokio::test]
@@ -707,10 +710,7 @@ async fn a_failed_cmd_stores_nothing_exits_its_status_and_its_waiters_70_or_retr
     )
     .await;
     assert_eq!(code(&out), 127, "{}", stderr(&out));
-    assert!(!redis
-        .conn()
-        .exists::<_, bool>("rlock:{absent}:cached")
-        .unwrap());
+    assert!(!stored(&redis, "absent"));
 }
 
 #[tokio::test]
