@@ -137,10 +137,16 @@ where
     let loaded = loader().await.map_err(|e| e.to_string());
     match loaded {
         Ok(value) => {
-            // Not stored (a lease lost, an invalidation, a newer value): the
-            // value is still what this caller asked for.
-            rebuild.store(value.as_deref(), BYTES).await?;
-            Ok(value)
+            // Not stored (a lease lost, an invalidation, a newer value, Redis
+            // unreachable): the value is still what this caller asked for.
+            match rebuild.store(value.as_deref(), BYTES).await {
+                Err(e @ Error::InvalidArgument(_)) => Err(e),
+                Err(e) => {
+                    tracing::warn!(key, error = %e, "cache entry not stored");
+                    Ok(value)
+                }
+                Ok(_) => Ok(value),
+            }
         }
         Err(message) => {
             rebuild.fail(&message).await?;

@@ -250,3 +250,76 @@ async fn bad_input_is_refused_before_any_io() {
     let kept: String = conn.get("rlock:{theirs}:cached").unwrap();
     assert_eq!(kept, "not ours");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn someone_elses_data_in_the_way_is_reported_within_the_timeout_and_left_alone() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let mut conn = redis.conn();
+    let quick = ttl(60).timeout(Some(Duration::from_millis(300)));
+    let load = || async { Ok::<_, String>(Some(b"x".to_vec())) };
+    // The slot's fence counter is no number: the rebuild lock cannot be
+    // taken, which is said, not retried for ever.
+    let keys = rlock_core::CacheKeys::new("rlock", "counter");
+    let _: () = conn.set(&keys.rebuild.fence, "not a number").unwrap();
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.cached("counter", quick.clone(), load),
+    )
+    .await
+    .expect("a read past its timeout");
+    assert!(matches!(r, Err(Error::Connection(_))), "{r:?}");
+    // A hash at the rebuild lock's key that is no holding, a hash at the
+    // entry's key that is no entry: reported, and never written into.
+    let _: () = conn
+        .hset("rlock:{lockish}:rebuild", "their", "data")
+        .unwrap();
+    let _: () = conn
+        .hset("rlock:{entryish}:cached", "their", "data")
+        .unwrap();
+    for key in ["lockish", "entryish"] {
+        let r = client.cached(key, quick.clone(), load).await;
+        assert!(matches!(r, Err(Error::Connection(_))), "{key}: {r:?}");
+        assert!(matches!(
+            client.invalidate(key).await,
+            Err(Error::Connection(_))
+        ));
+    }
+    let theirs: Vec<(String, String)> = conn.hgetall("rlock:{lockish}:rebuild").unwrap();
+    assert_eq!(theirs, vec![("their".to_owned(), "data".to_owned())]);
+    let theirs: Vec<(String, String)> = conn.hgetall("rlock:{entryish}:cached").unwrap();
+    assert_eq!(theirs, vec![("their".to_owned(), "data".to_owned())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_out_of_range_are_refused() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    for options in [
+        ttl(60).timeout(Some(Duration::MAX)),
+        ttl(60).lock_ttl(Duration::from_millis(2)),
+        ttl(60).jitter(1.0),
+        ttl(60).early(-1.0),
+    ] {
+        let r = client.cache("k", options);
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{:?}", r.err());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loaded_value_reaches_its_caller_when_redis_does_not_take_it() {
+    let redis = RedisServer::start();
+    let proxy = rlock_test_support::FaultProxy::start(redis.port);
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    // Both sends of the write are cut before Redis sees them.
+    proxy.cut_on(b"UNSTORED-VALUE", rlock_test_support::Cut::BeforeForward, 2);
+    let v = client
+        .cached("unstored", ttl(60), || async {
+            Ok::<_, String>(Some(b"UNSTORED-VALUE".to_vec()))
+        })
+        .await
+        .unwrap();
+    assert_eq!(v, Some(b"UNSTORED-VALUE".to_vec()));
+    let exists: bool = redis.conn().exists("rlock:{unstored}:cached").unwrap();
+    assert!(!exists);
+}

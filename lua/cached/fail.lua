@@ -1,33 +1,36 @@
--- cached/fail: a rebuild that stored nothing tells the callers waiting for
--- it, after it gave the rebuild lock back (so a woken caller finds the lock
--- free). With a message (its loader failed), that failure is kept for
--- those waiting callers to read, for as long as one of them can wait before
--- it reads the entry again; a newer rebuild's failure is never replaced by
--- an older one's.
--- (cached/lib.lua is prepended: now_ms, type_of.)
+-- cached/fail: a rebuild that stored nothing ends, in one step: it gives the
+-- rebuild lock back (when that owner still holds it under that token), keeps
+-- its failure for the callers waiting for it, and tells them. So a woken
+-- caller finds the lock free and the failure there together. The failure is
+-- kept for as long as one of those callers can sleep before it reads the
+-- entry again; a newer rebuild's failure is never replaced by an older one's.
+-- Idempotent: sent again, it finds the lock gone and keeps the same failure.
+-- (cached/lib.lua is prepended.)
 -- KEYS[1] the last rebuild failure  P:{KEY}:cached:failed
 -- KEYS[2] the entry's channel  P:{KEY}:cached:news
--- ARGV[1] the rebuild's fencing token
--- ARGV[2] the failure, as text ('': none, it stored nothing for another
+-- KEYS[3] the rebuild lock  P:{KEY}:rebuild
+-- ARGV[1] owner id of the rebuild lock's holding
+-- ARGV[2] its fencing token
+-- ARGV[3] the failure, as text ('': none, it stored nothing for another
 --         reason)
--- ARGV[3] how long the failure is kept, ms
--- ARGV[4] publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- returns 1 kept or nothing to keep; 0 a newer failure (or a value of
---         another type) is there, left alone
-local kept = 1
-if ARGV[2] ~= '' then
-  local t = type_of(KEYS[1])
-  local newer = false
-  if t == 'string' then
-    local f = redis.call('GET', KEYS[1])
-    local sp = string.find(f, ' ', 1, true)
-    newer = sp and (tonumber(string.sub(f, 1, sp - 1)) or 0) > tonumber(ARGV[1])
-  end
-  if t == 'none' or (t == 'string' and not newer) then
-    redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])
-  else
-    kept = 0
+-- ARGV[4] how long the failure is kept, ms
+-- ARGV[5] publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- returns 1 the lock was given back by this request, 0 it was not held by
+--         that owner under that token (given back already, or lost)
+local fence = tonumber(ARGV[2])
+local owner, held = rebuild_holding(KEYS[3])
+local gave = 0
+if owner == ARGV[1] and held == fence then
+  -- The rebuild lock is taken with one attempt only: nobody stands in its
+  -- line, so giving it back is deleting it.
+  redis.call('DEL', KEYS[3])
+  gave = 1
+end
+if ARGV[3] ~= '' then
+  local kept = failure(KEYS[1])
+  if kept ~= false and kept <= fence then
+    redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[4])
   end
 end
-redis.call(ARGV[4], KEYS[2], 'failed ' .. ARGV[1])
-return kept
+redis.call(ARGV[5], KEYS[2], 'failed ' .. ARGV[2])
+return gave

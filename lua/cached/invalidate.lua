@@ -3,26 +3,27 @@
 -- holding of the rebuild lock, by its token, so its write is refused
 -- (write.lua): a value older than the invalidation never lands after it.
 -- Rebuilds that start later hold newer tokens and are not marked; the mark
--- goes with that holding.
--- (cached/lib.lua is prepended: now_ms, type_of.)
+-- goes with that holding. Sent again after a lost reply, it deletes nothing
+-- more (and answers 0).
+-- (cached/lib.lua is prepended.)
 -- KEYS[1] the entry  P:{KEY}:cached
 -- KEYS[2] the rebuild lock  P:{KEY}:rebuild
 -- KEYS[3] the last rebuild failure  P:{KEY}:cached:failed
 -- returns 1 an entry was deleted, 0 there was none;
---         -1, -3: KEYS[1] or KEYS[3] holds a value of another type (left
---         alone, and nothing else done)
-local t1, t3 = type_of(KEYS[1]), type_of(KEYS[3])
-if t1 ~= 'none' and t1 ~= 'hash' then
+--         -1, -2, -3: KEYS[-n] is someone else's data (left alone, and
+--         nothing else done)
+if not entry_or_none(KEYS[1]) then
   return -1
 end
-if t3 ~= 'none' and t3 ~= 'string' then
+local owner, fence = rebuild_holding(KEYS[2])
+if owner == false then
+  return -2
+end
+if failure(KEYS[3]) == false then
   return -3
 end
-if type_of(KEYS[2]) == 'hash' then
-  local fence = redis.call('HGET', KEYS[2], 'fence')
-  if fence then
-    redis.call('HSET', KEYS[2], 'invalidated', fence)
-  end
+if fence then
+  redis.call('HSET', KEYS[2], 'invalidated', fence)
 end
 redis.call('DEL', KEYS[3])
 return redis.call('DEL', KEYS[1])

@@ -3,7 +3,7 @@
 -- never over an entry written under a newer token, and never after an
 -- invalidation that came while it ran. Idempotent: sent again after a lost
 -- reply, it stores the same entry again (same token) or answers 1.
--- (cached/lib.lua is prepended: now_ms, type_of.)
+-- (cached/lib.lua is prepended.)
 -- KEYS[1] the entry  P:{KEY}:cached
 -- KEYS[2] the rebuild lock  P:{KEY}:rebuild
 -- KEYS[3] the last rebuild failure  P:{KEY}:cached:failed
@@ -22,25 +22,24 @@
 --            lease ended, or another rebuild holds it);
 --         -2 refused: the entry was invalidated while this rebuild ran;
 --         -3 refused: the entry was written under a newer token;
---         -4 refused: KEYS[1] holds a value of another type
+--         -4 refused: KEYS[1] is someone else's data
 local fence = tonumber(ARGV[2])
-local lock = redis.pcall('HMGET', KEYS[2], 'owner', 'fence', 'invalidated')
-if lock['err'] or lock[1] ~= ARGV[1] or tonumber(lock[2]) ~= fence then
+if not entry_or_none(KEYS[1]) then
+  return -4
+end
+local stored = tonumber(redis.call('HGET', KEYS[1], 'fence'))
+local owner, held = rebuild_holding(KEYS[2])
+if owner ~= ARGV[1] or held ~= fence then
   -- Sent again after a lost reply, a write that landed finds the entry it
   -- wrote (the lock may be released by then): answer as the first time.
-  if type_of(KEYS[1]) == 'hash' and tonumber(redis.call('HGET', KEYS[1], 'fence')) == fence then
+  if stored == fence then
     return 1
   end
   return -1
 end
-if tonumber(lock[3]) == fence then
+if tonumber(redis.call('HGET', KEYS[2], 'invalidated')) == fence then
   return -2
 end
-local t = type_of(KEYS[1])
-if t ~= 'none' and t ~= 'hash' then
-  return -4
-end
-local stored = tonumber(redis.call('HGET', KEYS[1], 'fence'))
 if stored and stored > fence then
   return -3
 end
@@ -57,7 +56,7 @@ else
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
-if type_of(KEYS[3]) == 'string' then
+if failure(KEYS[3]) then
   redis.call('DEL', KEYS[3])
 end
 redis.call(ARGV[9], KEYS[4], 'written ' .. ARGV[2])

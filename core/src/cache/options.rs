@@ -20,6 +20,11 @@ pub const DEFAULT_EARLY: f64 = 1.0;
 /// than the ttl).
 pub const DEFAULT_NONE_TTL: Duration = Duration::from_secs(10);
 
+/// The shortest rebuild lock lease: a grant must outlive the allowance for
+/// clock drift (about a hundredth of the lease and 2 ms) by far, or every
+/// grant is given back as too late.
+const MIN_LOCK_TTL: Duration = Duration::from_millis(100);
+
 /// The largest early refresh factor accepted.
 const MAX_EARLY: f64 = 100.0;
 
@@ -136,7 +141,11 @@ impl CacheOptions {
         }
         jitter(self.jitter)?;
         early(self.early)?;
-        lease_duration(Opt::LockTtl, self.lock_ttl)?;
+        if let Some(t) = self.timeout {
+            span(t.as_secs_f64(), Unit::Seconds)
+                .map_err(|problem| Error::invalid_option(Opt::Timeout, problem))?;
+        }
+        lock_ttl(lease_duration(Opt::LockTtl, self.lock_ttl)?)?;
         Ok(())
     }
 
@@ -219,12 +228,23 @@ impl CacheArgs {
                 .on_error
                 .as_deref()
                 .map_or(Ok(OnError::Share), OnError::parse)?,
-            lock_ttl: self
-                .lock_ttl
-                .map_or(Ok(DEFAULT_TTL), |l| lease(Opt::LockTtl, l, unit))?,
+            lock_ttl: match self.lock_ttl {
+                Some(l) => lock_ttl(lease(Opt::LockTtl, l, unit)?)?,
+                None => DEFAULT_TTL,
+            },
         };
         Ok(options)
     }
+}
+
+fn lock_ttl(lease: Duration) -> Result<Duration> {
+    if lease >= MIN_LOCK_TTL {
+        return Ok(lease);
+    }
+    Err(Error::invalid_option(
+        Opt::LockTtl,
+        format!("must be at least {MIN_LOCK_TTL:?}, got {lease:?}"),
+    ))
 }
 
 fn jitter(share: f64) -> Result<f64> {
@@ -316,10 +336,12 @@ mod tests {
             option_of(args(|a| a.timeout = Some(-2.0))),
             Some(Opt::Timeout)
         );
-        assert_eq!(
-            option_of(args(|a| a.lock_ttl = Some(0.0))),
-            Some(Opt::LockTtl)
-        );
+        for bad in [0.0, 0.05] {
+            assert_eq!(
+                option_of(args(|a| a.lock_ttl = Some(bad))),
+                Some(Opt::LockTtl)
+            );
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ use super::{Cache, Entry, OnError, Read, Rebuild};
 use crate::error::{Error, Result};
 use crate::kind::Kind;
 use crate::lock::Lock;
+use crate::options::Wait;
 use crate::redis::cached::{EntryRead, StoredEntry};
 use crate::wakeups::registry::{sleep_bound, Ticket};
 
@@ -32,11 +33,18 @@ const NO_EXPIRY_BOUND: Duration = Duration::from_secs(1);
 
 /// See [`Cache::read`].
 pub(super) async fn run(cache: &Cache) -> Result<Read> {
-    let deadline = cache.options.timeout.map(|t| Instant::now() + t);
+    let deadline = cache
+        .options
+        .timeout
+        .and_then(|t| Instant::now().checked_add(t));
     // The first rebuild this caller saw in progress: a failure of it or of
     // a later one is what this caller waited for.
     let mut waited_for: Option<u64> = None;
     let mut ticket: Option<Ticket> = None;
+    // Attempts at a lock nobody seemed to hold that failed in a row (the
+    // lock taken just then by another caller, or a grant given back as too
+    // late): each next one after a growing pause.
+    let mut missed = 0u32;
     loop {
         let mut news = ticket.as_ref().map(Ticket::news);
         let look = look(cache).await?;
@@ -57,9 +65,16 @@ pub(super) async fn run(cache: &Cache) -> Result<Read> {
             if let Some(read) = rebuild(cache, look.entry.as_ref()).await? {
                 return Ok(read);
             }
-            // Another caller took the lock first: look again.
+            // Another caller took the lock first (the next look finds its
+            // rebuild) or the attempt failed: look again, soon.
+            missed += 1;
+            pause(missed, deadline).await;
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Err(timeout(cache));
+            }
             continue;
         };
+        missed = 0;
         waited_for.get_or_insert(fence);
         let Some(t) = &ticket else {
             ticket = Some(
@@ -122,7 +137,22 @@ fn refresh_early(e: &StoredEntry, beta: f64) -> bool {
     e.took_ms as f64 * beta * -u.ln() >= e.fresh_ms as f64
 }
 
-/// The rebuild lock, taken in one attempt by a new owner.
+/// After `missed` failed attempts in a row: none after the first (another
+/// caller's rebuild is then in the next look), then 1, 2, 4 ... up to 50 ms
+/// with jitter, never past `deadline`.
+async fn pause(missed: u32, deadline: Option<Instant>) {
+    if missed < 2 {
+        return;
+    }
+    let ms = (1u64 << (missed - 2).min(6)).min(50);
+    let pause = Duration::from_millis(rand::rng().random_range(ms / 2..=ms));
+    let until = Instant::now() + pause;
+    tokio::time::sleep_until(deadline.map_or(until, |d| d.min(until))).await;
+}
+
+/// The rebuild lock, taken in one attempt by a new owner. A key of another
+/// type in its way (someone else's data, a fence counter that is no number)
+/// is reported, not taken for a busy lock.
 async fn take_lock(cache: &Cache) -> Result<Option<Rebuild>> {
     let client = &cache.client;
     let handle = client
@@ -136,8 +166,13 @@ async fn take_lock(cache: &Cache) -> Result<Option<Rebuild>> {
         &format!("c{handle}"),
         Kind::Rebuild,
     )?;
-    let Some(acquired) = lock.try_acquire().await? else {
-        return Ok(None);
+    let acquired = match lock.acquire(Wait::Once).await {
+        Ok(acquired) => acquired,
+        Err(Error::Timeout { cause: None, .. }) => return Ok(None),
+        Err(Error::Timeout {
+            cause: Some(cause), ..
+        }) => return Err(Error::Connection(cause)),
+        Err(e) => return Err(e),
     };
     Ok(Some(Rebuild::new(
         lock,

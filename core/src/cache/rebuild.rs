@@ -159,17 +159,34 @@ impl Rebuild {
     }
 }
 
+/// Gives the lock back and tells the waiting callers, in one request
+/// (`cached/fail.lua`), so a caller woken by it finds the lock free and the
+/// failure there together. Renewals of the holding stop while it is sent;
+/// when Redis does not answer, a plain release tries again (the waiters
+/// then wake by their lease-bounded sleep).
 async fn end(lock: &Lock, keys: &CacheKeys, fence: u64, failure: &str, kept_ms: u64) {
-    if let Err(e) = lock.release().await {
-        tracing::debug!(key = %lock.name(), error = %e, "rebuild lock not given back");
-    }
-    let told = match lock.client().context.deployment.current() {
-        Ok(d) => d.cache_fail(keys, fence, failure, kept_ms).await,
-        Err(e) => Err(e),
+    let context = &lock.client().context;
+    let told = {
+        let releasing = context.holdings.releasing(&lock.keys().lock, lock.owner());
+        let told = match context.deployment.current() {
+            Ok(d) => {
+                d.cache_fail(keys, lock.owner(), fence, failure, kept_ms)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if told.is_ok() {
+            // Given back now, or before (a lost reply), or lost: either way
+            // nothing of it is left to renew.
+            releasing.forget();
+        }
+        told
     };
     if let Err(e) = told {
-        // The waiters still wake by their lease-bounded sleep.
         tracing::debug!(key = %lock.name(), error = %e, "rebuild end not announced");
+        if let Err(e) = lock.release().await {
+            tracing::debug!(key = %lock.name(), error = %e, "rebuild lock not given back");
+        }
     }
 }
 

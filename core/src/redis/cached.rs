@@ -116,24 +116,29 @@ impl Deployment {
         })
     }
 
-    /// Tells the callers waiting for the rebuild `fence` that it stored
-    /// nothing; `failure` (not empty) is kept `keep_ms` for them to read.
+    /// Ends the rebuild `fence` of `owner` that stored nothing: gives the
+    /// rebuild lock back and tells the callers waiting for it, at once;
+    /// `failure` (not empty) is kept `keep_ms` for them to read. Whether
+    /// this request gave the lock back (not: it was given back or lost
+    /// before).
     pub(crate) async fn cache_fail(
         &self,
         keys: &CacheKeys,
+        owner: &str,
         fence: u64,
         failure: &str,
         keep_ms: u64,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let publish = self.cache_node()?.publish_command();
         let call = cached::FAIL
-            .call(&[&keys.failed, &keys.news])
+            .call(&[&keys.failed, &keys.news, &keys.rebuild.lock])
+            .arg(owner)
             .arg(fence)
             .arg(failure)
             .arg(keep_ms)
             .arg(publish);
-        let _: i64 = self.cache_call(&call).await?;
-        Ok(())
+        let gave: i64 = self.cache_call(&call).await?;
+        Ok(gave == 1)
     }
 
     /// Deletes the entry; whether there was one.
@@ -142,6 +147,7 @@ impl Deployment {
         let reply: i64 = self.cache_call(&call).await?;
         match reply {
             -1 => Err(foreign(&keys.entry)),
+            -2 => Err(foreign(&keys.rebuild.lock)),
             -3 => Err(foreign(&keys.failed)),
             n => Ok(n > 0),
         }
@@ -153,11 +159,11 @@ pub(crate) fn redlock_refused() -> Error {
     Error::invalid("cached needs one Redis deployment (a server, Sentinel or Cluster), not Redlock")
 }
 
-/// A key of the cache holds someone else's data: reported, never
-/// overwritten.
+/// A key of the cache holds someone else's data (another type, or not the
+/// shape this cache writes): reported, never overwritten.
 pub(crate) fn foreign(key: &str) -> Error {
     Error::Connection(format!(
-        "the key {key} holds a value of another type than this cache's (left alone)"
+        "the key {key} holds a value that is not this cache's (left alone)"
     ))
 }
 
