@@ -160,6 +160,7 @@ impl LockOptions {
         })
     }
 }
+
 impl CacheOptions {
     /// The options as the core's raw arguments, once each is of its type.
     /// `ttlMs` is required: absent, it is the wrong type (`undefined`).

@@ -11,8 +11,7 @@ const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const { test } = require('node:test')
-const rlock = require('../../node/index.js')
-const { Client, CacheLoaderError, LockError, LockTimeoutError } = rlock
+const { Client, CacheLoaderError, LockError, LockTimeoutError } = require('../../node/index.js')
 const { serve, waitFor, within, runChild } = require('./helper.js')
 
 const env = serve()
@@ -30,6 +29,23 @@ async function waiting(key) {
 /** Resolves once `n` clients wait for the rebuild of `key`. */
 function untilWaiting(key, n) {
   return waitFor(async () => (await waiting(key)) === n, { what: `${n} clients waiting on ${key}` })
+}
+
+/**
+ * Starts a `cached()` of `key` whose loader gives `value` once `open()` is
+ * called; resolves, once the loader runs, with that call's promise and `open`.
+ */
+async function loadingUntilOpened(key, value) {
+  const { opened, open } = gate()
+  let started = false
+  const loader = async () => {
+    started = true
+    await opened
+    return value
+  }
+  const loading = env.client.cached(key, loader, { ttlMs: 60000 })
+  await waitFor(() => started, { what: `the loader of ${key}` })
+  return { loading, open }
 }
 
 /** Resolves once the entry `key` is past its ttl, by the server's clock. */
@@ -196,19 +212,12 @@ test("onError 'retry': a waiter whose rebuild failed runs the loader itself", as
 
 test('a waiter past its timeoutMs rejects LockTimeoutError while the rebuild goes on', async () => {
   const key = 'wait-timeout'
-  const release = gate()
-  let started = false
-  const loading = env.client.cached(key, async () => {
-    started = true
-    await release.opened
-    return 'late'
-  }, { ttlMs: 60000 })
-  await waitFor(() => started, { what: 'the loader call' })
+  const { loading, open } = await loadingUntilOpened(key, 'late')
   await withClient(async (other) => {
     const err = await other.cached(key, () => 'never', { ttlMs: 60000, timeoutMs: 200 }).catch((e) => e)
     assert.ok(err instanceof LockTimeoutError, String(err))
   })
-  release.open()
+  open()
   assert.equal(await loading, 'late')
 })
 
@@ -299,16 +308,9 @@ test('invalidate() deletes the entry, so the next read loads again; false when t
 
 test('a rebuild an invalidation overtook returns its value to its caller but does not store it', async () => {
   const key = 'invalidated-while-loading'
-  const release = gate()
-  let started = false
-  const loading = env.client.cached(key, async () => {
-    started = true
-    await release.opened
-    return 'read before the invalidation'
-  }, { ttlMs: 60000 })
-  await waitFor(() => started, { what: 'the loader call' })
+  const { loading, open } = await loadingUntilOpened(key, 'read before the invalidation')
   await env.client.invalidate(key)
-  release.open()
+  open()
   assert.equal(await loading, 'read before the invalidation')
   assert.equal(await env.redis.cli('EXISTS', entryKey(key)), '0')
   assert.equal(await env.client.cached(key, () => 'after', { ttlMs: 60000 }), 'after')
