@@ -225,6 +225,18 @@ struct Rebuilder {
     none_exit: Option<u8>,
 }
 
+/// Whether CMD ended by a signal that stops a program on request (the ones
+/// rlock forwards from a terminal or a service manager).
+fn cancelled(status: ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    matches!(
+        status.signal(),
+        Some(libc_signal) if [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGHUP]
+            .iter()
+            .any(|s| *s as i32 == libc_signal)
+    )
+}
+
 /// What a run of CMD gave.
 enum Rebuilt {
     /// Stored (or not, when a newer value or an invalidation overtook it):
@@ -287,7 +299,13 @@ impl Rebuilder {
             None
         } else {
             let message = self.failure(status, &last_line);
-            rebuild.fail(&message).await?;
+            if cancelled(status) {
+                // Stopped, not failed (Ctrl-C, a service stop): nothing to
+                // report to the waiters, one of whom rebuilds next.
+                rebuild.abandon().await;
+            } else {
+                rebuild.fail(&message).await?;
+            }
             let code = command::exit_code(status);
             return Ok(Rebuilt::Failed { code, message });
         };

@@ -528,3 +528,62 @@ async fn a_rebuild_lock_whose_release_never_arrived_is_not_renewed_past_its_leas
         released.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_never_gets_the_failure_of_a_rebuild_overtaken_past_its_lease() {
+    let (server, proxy, zombie) = behind_proxy().await;
+    proxy.cut_on(&mutex_sha(EXTEND), Cut::BeforeForward, usize::MAX);
+    let options = options().lock_ttl(Duration::from_millis(500));
+    let first = loads(&zombie.cache("quotes", options.clone()).unwrap()).await;
+    let overtaken = first.fence();
+    // Two callers wait for it; once its lease ends one of them rebuilds,
+    // its loader held until the overtaken rebuild has failed.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let mut callers = Vec::new();
+    for _ in 0..2 {
+        let client = Client::connect(&server.url()).await.unwrap();
+        let (options, gate) = (options.clone(), gate.clone());
+        callers.push(tokio::spawn(async move {
+            client
+                .cached("quotes", options, move || async move {
+                    let _ = gate.acquire().await;
+                    Ok::<_, String>(Some(b"live".to_vec()))
+                })
+                .await
+        }));
+    }
+    waiting(&server, "quotes", 2).await;
+    let lock = keys("quotes").rebuild.lock;
+    until(|| async {
+        let holder: Option<u64> = server.conn().hget(&lock, "fence").unwrap();
+        holder.is_some_and(|f| f > overtaken)
+    })
+    .await;
+    // The overtaken rebuild's loader fails, late.
+    first.fail("timed out").await.unwrap();
+    gate.add_permits(1);
+    for c in callers {
+        let value = finished(c, Duration::from_secs(5)).await;
+        assert_eq!(value.unwrap(), Some(b"live".to_vec()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_whose_write_lost_both_replies_still_gets_the_value_its_loader_gave() {
+    let (server, proxy, client) = behind_proxy().await;
+    let scripts = Scripts::load(&server);
+    // The write lands; its reply is lost, and so is its resend's.
+    proxy.cut_on(&scripts.write, Cut::AfterForward, 2);
+    let value = client
+        .cached("twice", options(), || async {
+            Ok::<_, String>(Some(b"loaded".to_vec()))
+        })
+        .await;
+    assert_eq!(proxy.cuts_done(), 2);
+    assert_eq!(
+        stored(&server, "twice").map(|(v, _)| v),
+        Some(b"loaded".to_vec())
+    );
+    assert!(!exists(&server, &keys("twice").rebuild.lock));
+    assert_eq!(value.unwrap(), Some(b"loaded".to_vec()));
+}

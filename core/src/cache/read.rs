@@ -37,7 +37,7 @@ pub(super) async fn run(cache: &Cache) -> Result<Read> {
         .options
         .timeout
         .and_then(|t| Instant::now().checked_add(t));
-    // The first rebuild this caller saw in progress: a failure of it or of
+    // The latest rebuild this caller saw in progress: a failure of it or of
     // a later one is what this caller waited for.
     let mut waited_for: Option<u64> = None;
     let mut ticket: Option<Ticket> = None;
@@ -75,7 +75,9 @@ pub(super) async fn run(cache: &Cache) -> Result<Read> {
             continue;
         };
         missed = 0;
-        waited_for.get_or_insert(fence);
+        // The rebuild waited for is the one in progress now: an earlier one
+        // that lost its lease and failed late is not this caller's failure.
+        waited_for = Some(waited_for.map_or(fence, |w| w.max(fence)));
         let Some(t) = &ticket else {
             ticket = Some(
                 cache

@@ -117,9 +117,9 @@ impl Rebuild {
         stored
     }
 
-    /// The loader failed with `message`: gives the lock back, then tells the
-    /// callers waiting for this rebuild (each gets the failure, or tries
-    /// again, as its `on_error` says).
+    /// The loader failed with `message`: gives the lock back and tells the
+    /// callers waiting for this rebuild, at once (each gets the failure, or
+    /// tries again, as its `on_error` says).
     pub async fn fail(mut self, message: &str) -> Result<()> {
         let lock = self.lock.take().expect("a rebuild ends once");
         // An empty failure would read as "nothing to report".
@@ -130,6 +130,15 @@ impl Rebuild {
         };
         self.end(&lock, message).await;
         Ok(())
+    }
+
+    /// Gives up without a failure to report (the caller was cancelled):
+    /// gives the lock back and wakes the waiting callers, one of whom
+    /// rebuilds next. What dropping it does in the background, awaited.
+    pub async fn abandon(mut self) {
+        if let Some(lock) = self.lock.take() {
+            self.end(&lock, "").await;
+        }
     }
 
     /// How long the entry stays fresh and how long it is kept, in ms: the
@@ -148,8 +157,8 @@ impl Rebuild {
         (fresh_ms, keep_ms)
     }
 
-    /// Gives the lock back, then tells the waiting callers that this
-    /// rebuild stored nothing (so a woken caller finds the lock free).
+    /// Gives the lock back and tells the waiting callers that this rebuild
+    /// stored nothing (see [`end`]).
     async fn end(&self, lock: &Lock, failure: &str) {
         end(lock, &self.keys, self.fence, failure, self.failure_kept()).await;
     }
