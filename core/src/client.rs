@@ -203,7 +203,9 @@ impl Client {
 
     /// Deletes the cache entry `key`, so the next read rebuilds it; a
     /// rebuild running meanwhile (which may have read older data) never
-    /// writes its value after this. Whether there was an entry.
+    /// writes its value after this. Whether there was an entry (false
+    /// too when this request deleted it and its reply was lost: the resend
+    /// finds nothing).
     pub async fn invalidate(&self, key: &str) -> Result<bool> {
         crate::cache::invalidate(self, key).await
     }
