@@ -48,6 +48,7 @@ from typing import (
     Any,
     Awaitable,
     Callable,
+    Coroutine,
     Dict,
     Generator,
     Generic,
@@ -731,6 +732,9 @@ class CachedFunction(Protocol[_P, _R_co]):
     """A function decorated with ``rlock.cached``: called as before, plus
     ``invalidate()`` of the entry the same arguments read."""
 
+    __name__: str
+    __qualname__: str
+
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
 
     def invalidate(self, *args: _P.args, **kwargs: _P.kwargs) -> bool: ...
@@ -740,9 +744,12 @@ class AsyncCachedFunction(Protocol[_P, _R_co]):
     """An async function decorated with ``rlock.cached``: awaited as before,
     plus an awaitable ``invalidate()``."""
 
-    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Awaitable[_R_co]: ...
+    __name__: str
+    __qualname__: str
 
-    def invalidate(self, *args: _P.args, **kwargs: _P.kwargs) -> Awaitable[bool]: ...
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> Coroutine[Any, Any, _R_co]: ...
+
+    def invalidate(self, *args: _P.args, **kwargs: _P.kwargs) -> Coroutine[Any, Any, bool]: ...
 
 
 class _CacheDecorator(Protocol):
@@ -1017,6 +1024,17 @@ def _awaited(loader: Callable[[], Any]) -> Callable[[], Awaitable[Any]]:
     return in_a_thread
 
 
+def _template(key: object) -> str:
+    """``key`` if it is a key template; TypeError if it is neither that nor
+    a function."""
+    if not isinstance(key, str):
+        raise TypeError(
+            f"key must be a str template such as \"product:{{0}}\" or a callable, "
+            f"got {type(key).__name__}"
+        )
+    return key
+
+
 def _key_maker(key: object, fn: Callable[..., Any]) -> Callable[[Tuple[Any, ...], Dict[str, Any]], str]:
     """How the decorated ``fn`` names the entry of one call: ``key(*args,
     **kwargs)``, or the template ``key`` formatted with the call's arguments
@@ -1024,12 +1042,7 @@ def _key_maker(key: object, fn: Callable[..., Any]) -> Callable[[Tuple[Any, ...]
     if callable(key):
         make = key
         return lambda args, kwargs: make(*args, **kwargs)
-    if not isinstance(key, str):
-        raise TypeError(
-            f"key must be a str template such as \"product:{{0}}\" or a callable, "
-            f"got {type(key).__name__}"
-        )
-    template = key
+    template = _template(key)
     signature = inspect.signature(fn)
     params = list(signature.parameters.values())
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -1158,20 +1171,9 @@ class Client(_ClientBase):
         options as lock(), for each holding."""
         return Semaphore(self._native.semaphore(_lock_spec(name, options), permits))
 
-    @overload
-    def cached(
-        self,
-        key: str,
-        loader: Callable[[], Awaitable[_T]],
-        **options: Unpack[CacheArguments],
-    ) -> Awaitable[_T]: ...
-
-    @overload
-    def cached(
-        self, key: str, loader: Callable[[], _T], **options: Unpack[CacheArguments]
-    ) -> _T: ...
-
-    def cached(self, key: str, loader: Callable[[], Any], **options: Any) -> Any:
+    # One signature serves both kinds of loader: an async def loader's _T is
+    # the coroutine, which is what this returns for it.
+    def cached(self, key: str, loader: Callable[[], _T], **options: Unpack[CacheArguments]) -> _T:
         """The value of the cache entry ``key``: from Redis, or from
         ``loader()`` (no arguments), which one caller across every process
         runs on a miss while the others wait for the value it stores. A
@@ -1187,8 +1189,8 @@ class Client(_ClientBase):
         spec, codec = _cache_plan(options)
         cache = self._native.cache(key, spec)
         if _is_async(loader):
-            return _cached_async(cache, loader, codec)
-        return _cached(cache, loader, codec)
+            return cast(_T, _cached_async(cache, cast(Callable[[], Awaitable[Any]], loader), codec))
+        return cast(_T, _cached(cache, loader, codec))
 
     def invalidate(self, key: str) -> bool:
         """Deletes the cache entry ``key``, so the next read loads it again;
@@ -1242,15 +1244,17 @@ class AsyncClient(_ClientBase):
         key: str,
         loader: Callable[[], Awaitable[_T]],
         **options: Unpack[CacheArguments],
-    ) -> Awaitable[_T]: ...
+    ) -> Coroutine[Any, Any, _T]: ...
 
     @overload
     def cached(
         self, key: str, loader: Callable[[], _T], **options: Unpack[CacheArguments]
-    ) -> Awaitable[_T]: ...
+    ) -> Coroutine[Any, Any, _T]: ...
 
-    def cached(self, key: str, loader: Callable[[], Any], **options: Any) -> Awaitable[Any]:
-        """An awaitable of the value of the cache entry ``key``, as
+    def cached(
+        self, key: str, loader: Callable[[], Any], **options: Any
+    ) -> Coroutine[Any, Any, Any]:
+        """A coroutine of the value of the cache entry ``key``, as
         Client.cached() gives it. An ``async def`` loader is awaited; a sync
         one runs in a worker thread (``asyncio.to_thread``), so a blocking
         database call never stops the event loop. A refresh runs as a task of
@@ -1365,6 +1369,8 @@ def cached(key: Union[str, Callable[..., str]], **options: Unpack[CacheArguments
     Client.cached(), checked here. The decorated function's
     ``invalidate(*args, **kwargs)`` deletes the entry of those arguments
     (awaitable for an async function)."""
+    if not callable(key):
+        _template(key)
     spec, codec = _cache_plan(options)
 
     def decorate(fn: Callable[..., Any]) -> Any:

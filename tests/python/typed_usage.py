@@ -3,8 +3,9 @@ user writes it, with the types the stubs promise."""
 
 from __future__ import annotations
 
+import json
 import warnings
-from typing import Optional
+from typing import Any, Dict, List, Optional
 
 import redis
 import redis.asyncio
@@ -160,3 +161,69 @@ def errors() -> None:
         pass
     text: str = job(3)
     print(text)
+
+
+def load_product() -> Dict[str, int]:
+    return {"id": 1001, "price": 12}
+
+
+async def fetch_product() -> Dict[str, int]:
+    return {"id": 1001, "price": 12}
+
+
+class JsonLines:
+    format = "jsonl"
+
+    def dumps(self, value: Any) -> bytes:
+        return json.dumps(value).encode() + b"\n"
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+def cache_usage() -> int:
+    client = rlock.Client()
+    product: Dict[str, int] = client.cached("product:1001", load_product, ttl=60)
+    maybe: Optional[str] = client.cached("user:7", lambda: None, ttl=60, none_ttl=5)
+    raw: bytes = client.cached(
+        "avatar:7", lambda: b"png", ttl=60, stale=30, jitter=0.2, early=0, timeout=3,
+        on_error="retry", lock_ttl=10, serializer="pickle",
+    )
+    mine: List[int] = client.cached("mine", lambda: [1], ttl=1, serializer=JsonLines())
+    gone: bool = client.invalidate("product:1001")
+    try:
+        client.cached("broken", load_product, ttl=60)
+    except rlock.CacheLoaderError as e:
+        base: rlock.LockError = e
+        print(base.name, e.reason)
+    assert maybe is None and raw and mine and gone
+    return product["price"]
+
+
+async def async_cache_usage(aclient: rlock.AsyncClient, client: rlock.Client) -> int:
+    a: Dict[str, int] = await aclient.cached("product:1001", fetch_product, ttl=60)
+    b: Dict[str, int] = await aclient.cached("product:1001", load_product, ttl=60)
+    c: Dict[str, int] = await client.cached("product:1001", fetch_product, ttl=60)
+    gone: bool = await aclient.invalidate("product:1001")
+    assert gone
+    return a["price"] + b["price"] + c["price"]
+
+
+@rlock.cached("product:{0}", ttl=60)
+def product_by_id(id: int) -> Dict[str, int]:
+    return {"id": id}
+
+
+@rlock.cached(lambda id, lang="en": f"page:{id}:{lang}", ttl=60, stale=600)
+async def page(id: int, lang: str = "en") -> str:
+    return f"{id} {lang}"
+
+
+async def decorated_usage() -> str:
+    fn: rlock.CachedFunction[[int], Dict[str, int]] = product_by_id
+    found: Dict[str, int] = fn(1001)
+    gone: bool = product_by_id.invalidate(1001)
+    text: str = await page(3, lang="fr")
+    again: bool = await page.invalidate(3, lang="fr")
+    assert found and gone and again
+    return text
