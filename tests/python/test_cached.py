@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import multiprocessing
 import os
 import threading
 import time
@@ -701,6 +702,44 @@ def test_the_decorator_on_an_async_function(default_client: None, name: str) -> 
         assert calls == 2
 
     run(main())
+
+
+def _child_of_a_loading_parent(client: rlock.Client, rebuild: Any, key: str, results: Any) -> None:
+    try:
+        out: List[Any] = []
+        try:
+            rebuild.store(b"from the child", "bytes")
+            out.append("stored the parent's rebuild")
+        except ValueError as e:
+            out.append(str(e))
+        del rebuild  # dropped here: must not give the parent's lock back
+        out.append(client.cached(f"{key}:child", lambda: "the child's own", ttl=60))
+        results.put(out)
+    except BaseException as e:  # reported to the parent, which asserts on it
+        results.put(repr(e))
+
+
+def test_a_forked_child_never_finishes_or_drops_the_parents_load(
+    client: rlock.Client, server: RedisServer, name: str
+) -> None:
+    # A load in progress across fork(): only the face's internals hold one.
+    kind, _, _, _, rebuild = client._native.cache(name, rlock._native.CacheSpec(ttl=60)).read()
+    assert kind == "load" and rebuild is not None
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    child = ctx.Process(target=_child_of_a_loading_parent, args=(client, rebuild, name, results))
+    child.start()
+    try:
+        out = results.get(timeout=20)
+        assert "started before fork()" in out[0], out
+        assert out[1] == "the child's own"
+        child.join(10)
+        assert server.redis.exists(rebuild_key(name)), "the parent still holds its rebuild lock"
+        assert rebuild.store(b"from the parent", "bytes") == "written"
+        assert client.cached(name, lambda: b"never", ttl=60) == b"from the parent"
+    finally:
+        child.kill()
+        child.join()
 
 
 # --------------------------------------------------------------------------
