@@ -117,6 +117,38 @@ def default_client(server: RedisServer) -> Iterator[None]:
         os.environ["REDIS_URL"] = old
 
 
+def outcome(c: rlock.Client, key: str, loader: Callable[[], Any], **options: Any) -> Any:
+    try:
+        return c.cached(key, loader, ttl=60, **options)
+    except BaseException as e:
+        return e
+
+
+def while_others_wait(
+    server: RedisServer, key: str, loading: rlock.Client, loader: Callable[[], Any], gate: threading.Event,
+    waiting: List[rlock.Client], waiters_loader: Callable[[], Any], **waiters_options: Any,
+) -> Tuple[Any, List[Any]]:
+    """Reads `key` from `loading` with `loader` (held at `gate`), then from
+    each of `waiting` once that load holds the rebuild lock; opens the gate
+    once every one of them waits for it. The outcomes: the loader's caller's
+    and each waiter's (a value or an exception)."""
+    first: List[Any] = []
+    t = threading.Thread(target=lambda: first.append(outcome(loading, key, loader)))
+    t.start()
+    wait_until(lambda: server.redis.exists(rebuild_key(key)), within=5, what="the load to start")
+    waiters: List[Any] = []
+    threads = [threading.Thread(target=lambda c=c: waiters.append(outcome(c, key, waiters_loader, **waiters_options)))
+               for c in waiting]
+    for w in threads:
+        w.start()
+    wait_until(lambda: subscribers(server, key) == len(waiting), within=5, what="every client waiting")
+    gate.set()
+    for w in [t, *threads]:
+        w.join(10)
+        assert not w.is_alive(), "a caller hung"
+    return first[0], waiters
+
+
 # --------------------------------------------------------------------------
 # One load per miss
 
@@ -207,29 +239,9 @@ def test_a_failed_loader_raises_in_its_caller_and_CacheLoaderError_in_every_wait
         assert gate.wait(20)
         raise boom
 
-    loader_outcome: List[BaseException] = []
-
-    def loader_caller() -> None:
-        try:
-            client.cached(name, failing, ttl=60)
-        except BaseException as e:
-            loader_outcome.append(e)
-
-    first = threading.Thread(target=loader_caller)
-    first.start()
-    wait_until(lambda: server.redis.exists(rebuild_key(name)), within=5, what="the load to start")
     never = Counted("never")
-    waiters = [threading.Thread(target=lambda c=c: loader_outcome.append(_outcome(c, name, never)))
-               for c in clients[:3]]
-    for w in waiters:
-        w.start()
-    wait_until(lambda: subscribers(server, name) == 3, within=5, what="three clients waiting")
-    gate.set()
-    first.join(10)
-    for w in waiters:
-        w.join(10)
-    assert loader_outcome[0] is boom, "the loader's own exception, as raised"
-    shared = loader_outcome[1:]
+    first, shared = while_others_wait(server, name, client, failing, gate, clients[:3], never)
+    assert first is boom, "the loader's own exception, as raised"
     assert len(shared) == 3 and never.calls == 0
     for e in shared:
         assert isinstance(e, rlock.CacheLoaderError) and isinstance(e, rlock.LockError)
@@ -237,13 +249,6 @@ def test_a_failed_loader_raises_in_its_caller_and_CacheLoaderError_in_every_wait
         assert e.reason == "ValueError: database down"
         assert "database down" in str(e)
     assert not server.redis.exists(entry_key(name), rebuild_key(name))
-
-
-def _outcome(c: rlock.Client, key: str, loader: Callable[[], Any], **options: Any) -> Any:
-    try:
-        return c.cached(key, loader, ttl=60, **options)
-    except BaseException as e:
-        return e
 
 
 def test_with_on_error_retry_a_waiter_loads_after_a_failure(
@@ -255,22 +260,9 @@ def test_with_on_error_retry_a_waiter_loads_after_a_failure(
         assert gate.wait(20)
         raise RuntimeError("flaky")
 
-    first: List[Any] = []
-    t = threading.Thread(target=lambda: first.append(_outcome(client, name, failing)))
-    t.start()
-    wait_until(lambda: server.redis.exists(rebuild_key(name)), within=5, what="the load to start")
     second = Counted("second try")
-    results: List[Any] = []
-    waiters = [threading.Thread(target=lambda c=c: results.append(_outcome(c, name, second, on_error="retry")))
-               for c in clients[:3]]
-    for w in waiters:
-        w.start()
-    wait_until(lambda: subscribers(server, name) == 3, within=5, what="three clients waiting")
-    gate.set()
-    t.join(10)
-    for w in waiters:
-        w.join(10)
-    assert isinstance(first[0], RuntimeError)
+    first, results = while_others_wait(server, name, client, failing, gate, clients[:3], second, on_error="retry")
+    assert isinstance(first, RuntimeError)
     assert results == ["second try"] * 3
     assert second.calls == 1, "one of the waiters loaded, once"
 
@@ -533,20 +525,10 @@ def test_an_unencodable_value_is_a_TypeError_that_writes_nothing_and_tells_the_w
     client: rlock.Client, clients: List[rlock.Client], server: RedisServer, name: str
 ) -> None:
     gate = threading.Event()
-    loader = Counted({1, 2, 3}, gate=gate)
-    first: List[Any] = []
-    t = threading.Thread(target=lambda: first.append(_outcome(client, name, loader)))
-    t.start()
-    wait_until(lambda: server.redis.exists(rebuild_key(name)), within=5, what="the load to start")
-    waiter: List[Any] = []
-    w = threading.Thread(target=lambda: waiter.append(_outcome(clients[0], name, Counted("never"))))
-    w.start()
-    wait_until(lambda: subscribers(server, name) == 1, within=5, what="a client waiting")
-    gate.set()
-    t.join(10)
-    w.join(10)
-    assert isinstance(first[0], TypeError) and "set" in str(first[0])
-    assert isinstance(waiter[0], rlock.CacheLoaderError) and waiter[0].reason.startswith("TypeError")
+    first, waiters = while_others_wait(server, name, client, Counted({1, 2, 3}, gate=gate), gate, clients[:1],
+                                       Counted("never"))
+    assert isinstance(first, TypeError) and "set" in str(first)
+    assert isinstance(waiters[0], rlock.CacheLoaderError) and str(waiters[0].reason).startswith("TypeError")
     assert not server.redis.exists(entry_key(name)), "no entry"
     assert not server.redis.exists(rebuild_key(name)), "no rebuild lock left"
 
