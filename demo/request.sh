@@ -1,33 +1,66 @@
 #!/usr/bin/env bash
-# Demo request from the shell: read the cache; on a miss, run this same script
-# with --locked under `rlock exec`, which re-checks the cache and rebuilds it if
-# still missing. Prints one JSON record. Run by demo/run.py, which sets the
-# environment (REDIS_URL, RLOCK, DEMO_*).
+# Demo requests from the shell: `rlock cached` prints the product, from the
+# cache or, on a miss, from this script's `load` (the slow database), which
+# one caller across every process and language runs while the others wait for
+# the value it stores. Run by demo/run.py, which sets the environment
+# (REDIS_URL, RLOCK, DEMO_*):
+#
+#   request.sh once ACT ID      one request
+#   request.sh steady ACT NAME  a request every DEMO_INTERVAL s until a line
+#                               (or the end) on stdin
+#   request.sh load             the database: what `rlock cached` runs
+#
+# Each request prints one JSON record.
 set -euo pipefail
 
 store() { redis-cli -u "$REDIS_URL" --no-auth-warning "$@"; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# Microseconds (EPOCHREALTIME without its decimal point) as milliseconds.
+ms() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
 
-if [ "${1:-}" = "--locked" ]; then
-  wait_ms=$(($(now_ms) - DEMO_ASKED_MS))
-  outcome=waited
-  if [ -z "$(store GET "$DEMO_CACHE_KEY")" ]; then
-    # The slow database, counted in Redis.
-    store INCR "$DEMO_REBUILDS_KEY" >/dev/null
-    sleep "$DEMO_DB_DELAY"
-    value=$(printf '{"id":1001,"name":"Mechanical keyboard","price":129,"rebuilt_by":"cli","fence":%s}' \
-      "$RLOCK_FENCING_TOKEN")
-    # Jittered TTL: entries filled together must not all expire together.
-    store SET "$DEMO_CACHE_KEY" "$value" EX $((300 + RANDOM % 61)) >/dev/null
-    outcome=rebuilt
-  fi
-  printf '{"runtime":"cli","outcome":"%s","wait_ms":%s,"fence":%s}\n' \
-    "$outcome" "$wait_ms" "$RLOCK_FENCING_TOKEN"
-  exit 0
-fi
+# The query the cache protects. Every call is counted in Redis, and logged
+# with its time and the request that ran it (DEMO_REQUEST, passed on by
+# rlock to the command it runs).
+load() {
+  local started=${EPOCHREALTIME/[!0-9]/} call
+  call=$(store INCR "$DEMO_CALLS_KEY")
+  sleep "$DEMO_DB_DELAY"
+  store RPUSH "$DEMO_LOG_KEY" "$(printf '{"call":%s,"by":"%s","started_ms":%s,"ended_ms":%s}' \
+    "$call" "$DEMO_REQUEST" "$(ms "$started")" "$(ms "${EPOCHREALTIME/[!0-9]/}")")" >/dev/null
+  printf '{"id":1001,"name":"Mechanical keyboard","price":129,"version":%s,"loaded_by":"%s"}' \
+    "$call" "$DEMO_REQUEST"
+}
 
-if [ -n "$(store GET "$DEMO_CACHE_KEY")" ]; then
-  echo '{"runtime":"cli","outcome":"hit","wait_ms":null,"fence":null}'
-  exit 0
-fi
-DEMO_ASKED_MS=$(now_ms) exec "$RLOCK" exec --ttl 10 --timeout 30 "$DEMO_LOCK" -- "$0" --locked
+request() {  # ACT ID
+  local started=${EPOCHREALTIME/[!0-9]/}
+  # --early 0: no early refresh, so that in act 2 the entry does expire.
+  DEMO_REQUEST=$2 "$RLOCK" cached --ttl "$DEMO_TTL" --stale "$DEMO_STALE" --early 0 \
+    "$DEMO_KEY" -- "$0" load |
+    {
+      # The value is in hand when rlock closes its stdout. The call picked to
+      # refresh a stale entry closes it first and runs `load` after: that
+      # call's process takes the database's time, its request does not.
+      product=$(cat)
+      ended=${EPOCHREALTIME/[!0-9]/}
+      [ -n "$product" ] || exit 0  # rlock failed: its status ends the script
+      printf '{"runtime":"cli","act":%s,"request":"%s","started_ms":%s,"latency_ms":%s,"product":%s}\n' \
+        "$1" "$2" "$(ms "$started")" "$(ms $((ended - started)))" "$product"
+    }
+}
+
+steady() {  # ACT NAME
+  local n=0
+  while :; do
+    n=$((n + 1))
+    request "$1" "$2.$n"
+    # A line or the end of stdin stops the loop; a timeout (status > 128) paces it.
+    read -r -t "$DEMO_INTERVAL" _ && break
+    [ $? -gt 128 ] || break
+  done
+}
+
+case "${1:-}" in
+  once) request "$2" "$3" ;;
+  steady) steady "$2" "$3" ;;
+  load) load ;;
+  *) echo "usage: $0 once ACT ID | steady ACT NAME | load" >&2; exit 64 ;;
+esac

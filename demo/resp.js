@@ -1,8 +1,9 @@
 'use strict'
 // The few plain Redis commands the demo and the interop tests send from Node
-// (GET, SET, INCR) around the lock. The package itself has no general Redis
-// client, so this is a minimal RESP2 client: one socket, replies matched to
-// commands in order, so concurrent callers can share it.
+// beside the lock (the demo's database counts and logs its calls: INCR, RPUSH).
+// The package itself has no general Redis client, so this is a minimal RESP2
+// client: one socket, replies matched to commands in order, so concurrent
+// callers can share it.
 
 const net = require('node:net')
 
