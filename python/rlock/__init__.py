@@ -945,8 +945,13 @@ def _load(key: str, rebuild: _native.Rebuild, loader: Callable[[], Any], codec: 
         rebuild.abandon()
         raise
     # The value goes to this caller whatever became of the write.
-    rebuild.store(data, format)
+    _stored(key, rebuild.store(data, format))
     return value
+
+
+def _stored(key: str, outcome: str) -> None:
+    if outcome == "unknown":
+        _log.warning("rlock: cache entry %r may not have been stored: Redis did not answer", key)
 
 
 def _refresh(key: str, rebuild: _native.Rebuild, loader: Callable[[], Any], codec: _Codec) -> None:
@@ -995,7 +1000,7 @@ async def _load_async(
         # Cancelled: nothing to tell the waiters, who try again.
         rebuild.abandon()
         raise
-    await rebuild.store_async(data, format)
+    _stored(key, await rebuild.store_async(data, format))
     return value
 
 
