@@ -8,6 +8,10 @@
 Each acquisition names which lock of a name it takes: the mutex, a side of
 the read-write lock, or a permit of the semaphore.
 
+Each also reads cache entries (`start_cached`, `go`, `cached_answer`, as
+worker.py documents them; the CLI through one `rlock cached` process per
+read) and invalidates them.
+
 `make test-interop` builds the `rlock` binary and the Rust worker first.
 """
 
@@ -15,12 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from rlock_test_support.keys import lock_key
+from rlock_test_support.keys import CacheKeys, lock_key
 from rlock_test_support.processes import Child, Lines
 from rlock_test_support.servers import RedisServer
 
@@ -84,6 +89,25 @@ class Worker(Child):
     def counted(self, within: float) -> List[Tuple[int, int]]:
         return [parse_seen(s) for s in self.reply(within).split()[1:]]
 
+    def start_cached(self, key: str, loader: str, counter: str, gate: str = "-") -> None:
+        """Starts a read of the cache entry `key` (see worker.py): it waits
+        for `go` once the worker is ready."""
+        self.send(f"cached {key} {counter} {gate} {loader}")
+        assert self.reply() == "ready"
+
+    def go(self) -> None:
+        self.send("go")
+
+    def cached_answer(self, within: float = REPLY_WITHIN) -> str:
+        return self.reply(within)
+
+    def invalidate(self, key: str) -> Optional[bool]:
+        """Whether there was an entry to delete."""
+        self.send(f"invalidate {key}")
+        answer = self.reply()
+        assert answer in ("ok true", "ok false"), f"{self.kind}: {answer}"
+        return answer == "ok true"
+
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -103,6 +127,21 @@ class Cli:
     # How `rlock exec` exits without running its command: the lock stayed
     # busy (EX_TEMPFAIL), or an argument was refused (EX_USAGE).
     BUSY, INVALID = 75, 64
+    # The command of `rlock cached`: worker.py's loader in sh, its value on
+    # stdout. Its status when the LOADER says fail, the message on stderr.
+    LOAD = (
+        'echo "$LOADING" >&2; redis-cli -u "$URL" INCR "$COUNTER" >/dev/null || exit 9; '
+        'if [ "$GATE" != - ]; then i=0; '
+        'until [ -n "$(redis-cli -u "$URL" LPOP "$GATE")" ]; do '
+        'i=$((i + 1)); [ $i -lt 2000 ] || exit 9; sleep 0.01; done; fi; '
+        'case $KIND in fail) printf "%s\\n" "$VALUE" >&2; exit $FAILED;; none) exit $NOTHING;; esac; '
+        'printf %s "$VALUE"'
+    )
+    LOADING, FAILED = "loading", 3
+    # How `rlock cached` exits: nothing found (EX_NOINPUT, which --none-exit
+    # makes the command's "nothing found" too), the rebuild waited for failed
+    # (EX_SOFTWARE), the wait timed out (EX_TEMPFAIL).
+    NOTHING, LOADER_FAILED, TIMEOUT = 66, 70, 75
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -110,6 +149,7 @@ class Cli:
         self.holding: Dict[Tuple[str, str], "subprocess.Popen[str]"] = {}
         self.last: Optional[Tuple[Tuple[str, str], Lines]] = None
         self.loops: List[Tuple["subprocess.Popen[str]", Lines]] = []
+        self.reading: Optional["subprocess.Popen[bytes]"] = None
 
     def exec_argv(self, *args: str) -> List[str]:
         return [RLOCK, "exec", "--url", self.url, *args]
@@ -190,7 +230,62 @@ class Cli:
         self.loops = []
         return seen
 
+    def start_cached(self, key: str, loader: str, counter: str, gate: str = "-") -> None:
+        """As a worker's: one `rlock cached` that starts once told `go`,
+        its command the loader (the LOADER's value as UTF-8 text, so
+        `bytes:` of text only)."""
+        kind, _, arg = loader.partition(":")
+        env = {**os.environ, "URL": self.url, "COUNTER": counter, "GATE": gate, "KIND": kind,
+               "VALUE": bytes.fromhex(arg).decode(), "LOADING": self.LOADING, "FAILED": str(self.FAILED), "NOTHING": str(self.NOTHING)}
+        argv = [RLOCK, "cached", "--url", self.url, "--ttl", "60", "--none-exit", str(self.NOTHING),
+                key, "--", "sh", "-c", self.LOAD]
+        # Started now, so that `go` costs only rlock's own start.
+        self.reading = subprocess.Popen(["sh", "-c", 'read -r _ && exec "$@"', "sh", *argv], env=env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def go(self) -> None:
+        assert self.reading is not None and self.reading.stdin is not None
+        self.reading.stdin.write(b"go\n")
+        self.reading.stdin.flush()
+
+    def cached_answer(self, within: float = REPLY_WITHIN) -> str:
+        """What worker.py answers, from how `rlock cached` ended: its stdout
+        is the value; its loader said on stderr that it ran."""
+        proc, self.reading = self.reading, None
+        assert proc is not None
+        try:
+            out, err_bytes = proc.communicate(timeout=within)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"rlock cached still running after {within} s: {proc.communicate()[1]!r}") from None
+        err = err_bytes.decode()
+        got = "loaded" if self.LOADING in err.splitlines() else "got"
+        said = err.strip().splitlines()[-1] if err.strip() else ""
+        code = proc.returncode
+        if code == 0:
+            return f"{got} bytes {out.hex()}"
+        if code == self.NOTHING:
+            return f"{got} none"
+        if code == self.FAILED:
+            return f"failed {said}"
+        if code == self.LOADER_FAILED:
+            named = re.match(r'rlock: cache entry "([^"]*)"', said)
+            assert named, f"rlock cached exited {code}: {err}"
+            return f"loader-failed {named.group(1)} {said}"
+        if code == self.TIMEOUT:
+            return "timeout"
+        return f"err rlock cached exited {code}: {err}"
+
+    def invalidate(self, key: str) -> Optional[bool]:
+        """None: `rlock invalidate` does not say whether there was an entry."""
+        subprocess.run([RLOCK, "invalidate", "--url", self.url, key],
+                       capture_output=True, timeout=REPLY_WITHIN, check=True)
+        return None
+
     def close(self) -> None:
+        if self.reading is not None:
+            self.reading.kill()
+            self.reading.wait()
         for proc in [*self.holding.values(), *(p for p, _ in self.loops)]:
             proc.kill()
             proc.wait()
@@ -249,3 +344,8 @@ class Contenders:
         """How many connections listen for the lock's release message."""
         channel = f"{lock_key(name)}:released"
         return int(self.server.redis.pubsub_numsub(channel)[0][1])
+
+    def cache_waiters(self, key: str) -> int:
+        """How many connections (one per process) wait for news of the
+        cache entry `key`: each waits for another's load."""
+        return int(self.server.redis.pubsub_numsub(CacheKeys(key).news)[0][1])

@@ -6,6 +6,10 @@ Connects to $REDIS_URL, then answers one line per command read on stdin
     acquire LOCK NAME TTL_MS WAIT_MS  -> ok FENCE | busy | upgrade | invalid MESSAGE
     release LOCK NAME                 -> ok | err MESSAGE
     count NAME KEY N PARALLEL         -> ok SEEN:FENCE ...
+    cached KEY COUNTER GATE LOADER    -> ready, then after a `go` line:
+                                         loaded|got TYPE HEX | failed MESSAGE
+                                         | loader-failed KEY MESSAGE | timeout
+    invalidate KEY                    -> ok true|false
 
 LOCK is which lock of NAME: `mutex`, `read` or `write` (the sides of its
 read-write lock), or `semaphore:N` (one permit of its semaphore of N
@@ -17,15 +21,28 @@ Commands run on the main thread, so acquiring a lock twice nests (the owner
 is the thread). `count` runs PARALLEL threads, each its own owner, each N
 times taking the mutex and incrementing the integer at KEY with a GET then a
 SET; it answers the value each holding read with the fencing token it held.
+
+`cached` reads the cache entry KEY (ttl 60 s) once a `go` line follows its
+`ready`, so the test can start readers of every runtime together. Its loader
+INCRs COUNTER; unless GATE is `-` it then waits until it pops an item off
+the list GATE (so the test holds it until every other reader waits); then it
+returns what LOADER says: `bytes:HEX`, `text:HEX` (that UTF-8 as a str),
+`json:HEX` (that JSON text, decoded), `none`, or `fail:HEX` (it raises with
+that message). The answer: `loaded` (this reader's loader ran) or `got` (it
+did not), with the value as `bytes HEX`, `text HEX` (UTF-8), `json HEX`
+(re-encoded) or `none`; `failed` when this reader's own loader raised;
+`loader-failed` with the error's key when the load it waited for failed;
+`timeout`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
 import time
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 import redis
 
@@ -95,9 +112,75 @@ def count(name: str, key: str, n: str, parallel: str) -> str:
     return "ok " + " ".join(seen)
 
 
-COMMANDS: Dict[str, Callable[..., str]] = {"acquire": acquire, "release": release, "count": count}
+class LoaderFailure(Exception):
+    """What a `fail:` loader raises."""
 
-for line in sys.stdin:
+
+def opened(gate: str) -> None:
+    """Returns once an item is popped off the list `gate`."""
+    deadline = time.monotonic() + 20
+    while data.lpop(gate) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nobody pushed to {gate} within 20 s")
+        time.sleep(0.005)
+
+
+def loader(counter: str, gate: str, spec: str, ran: List[bool]) -> Callable[[], Any]:
+    kind, _, arg = spec.partition(":")
+    raw = bytes.fromhex(arg)
+
+    def load() -> Any:
+        ran.append(True)
+        data.incr(counter)
+        if gate != "-":
+            opened(gate)
+        if kind == "fail":
+            raise LoaderFailure(raw.decode())
+        if kind == "text":
+            return raw.decode()
+        if kind == "json":
+            return json.loads(raw)
+        return None if kind == "none" else raw
+
+    return load
+
+
+def described(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bytes):
+        return f"bytes {value.hex()}"
+    if isinstance(value, str):
+        return f"text {value.encode().hex()}"
+    return f"json {json.dumps(value).encode().hex()}"
+
+
+def cached(key: str, counter: str, gate: str, spec: str) -> str:
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        return "err expected go"
+    ran: List[bool] = []
+    try:
+        value = client.cached(key, loader(counter, gate, spec, ran), ttl=60)
+    except LoaderFailure as e:
+        return f"failed {e}"
+    except rlock.CacheLoaderError as e:
+        return f"loader-failed {e.name} {e}"
+    except rlock.LockTimeout:
+        return "timeout"
+    return f"{'loaded' if ran else 'got'} {described(value)}"
+
+
+def invalidate(key: str) -> str:
+    return f"ok {str(client.invalidate(key)).lower()}"
+
+
+COMMANDS: Dict[str, Callable[..., str]] = {
+    "acquire": acquire, "release": release, "count": count, "cached": cached, "invalidate": invalidate,
+}
+
+# readline(), not iteration: `cached` reads its `go` line from stdin too.
+while line := sys.stdin.readline():
     command, *args = line.split()
     try:
         reply = COMMANDS[command](*args)
