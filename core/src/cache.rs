@@ -139,14 +139,8 @@ where
         Ok(value) => {
             // Not stored (a lease lost, an invalidation, a newer value, Redis
             // unreachable): the value is still what this caller asked for.
-            match rebuild.store(value.as_deref(), BYTES).await {
-                Err(e @ Error::InvalidArgument(_)) => Err(e),
-                Err(e) => {
-                    tracing::warn!(key, error = %e, "cache entry not stored");
-                    Ok(value)
-                }
-                Ok(_) => Ok(value),
-            }
+            rebuild.store(value.as_deref(), BYTES).await?;
+            Ok(value)
         }
         Err(message) => {
             rebuild.fail(&message).await?;

@@ -134,6 +134,7 @@ impl NativeRebuild {
                 Stored::LockLost => "lockLost",
                 Stored::Invalidated => "invalidated",
                 Stored::Newer => "newer",
+                Stored::Unknown => "unknown",
             })
         };
         runtime::promise(env, &self.errors, store, |stored| stored)

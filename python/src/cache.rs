@@ -192,6 +192,7 @@ fn stored_name(stored: Stored) -> &'static str {
         Stored::LockLost => "lock_lost",
         Stored::Invalidated => "invalidated",
         Stored::Newer => "newer",
+        Stored::Unknown => "unknown",
     }
 }
 
@@ -204,9 +205,9 @@ impl Rebuild {
     }
 
     /// Stores `value` (None: the loader found nothing) tagged `format`, and
-    /// gives the lock back; the outcome's name (`"written"`, `"lock_lost"`,
-    /// `"invalidated"`, `"newer"`: only the first wrote it). Runs to the end
-    /// (a Ctrl-C meanwhile is raised after it).
+    /// gives the lock back; the outcome's name: `"written"`; not written,
+    /// `"lock_lost"`, `"invalidated"` or `"newer"`; or `"unknown"` (Redis did
+    /// not answer). Runs to the end (a Ctrl-C meanwhile is raised after it).
     fn store(&self, py: Python<'_>, value: Option<&[u8]>, format: &str) -> PyResult<&'static str> {
         let rebuild = self.finish().map_err(|e| to_py(py, e))?;
         runtime::wait(py, async move {

@@ -33,6 +33,9 @@ pub enum Stored {
     Invalidated,
     /// Not written: a rebuild with a newer token wrote the entry already.
     Newer,
+    /// Redis did not answer (or the client closed): whether it was written
+    /// is unknown. The value is still what the caller asked for.
+    Unknown,
 }
 
 /// A rebuild in progress: this caller holds the entry's rebuild lock. Call
@@ -78,7 +81,13 @@ impl Rebuild {
     /// `none_ttl`), tagged with the face's `format`, then gives the lock
     /// back. A value too large for Redis is refused before any I/O, and the
     /// rebuild then ends as a failure.
-    pub async fn store(mut self, value: Option<&[u8]>, format: &str) -> Result<Stored> {
+    pub async fn store(self, value: Option<&[u8]>, format: &str) -> Result<Stored> {
+        // Boxed: the exchange with Redis is large, and callers nest this in
+        // futures of their own (a face's, a loader's).
+        Box::pin(self.write(value, format)).await
+    }
+
+    async fn write(mut self, value: Option<&[u8]>, format: &str) -> Result<Stored> {
         let lock = self.lock.take().expect("a rebuild ends once");
         if let Err(e) = options::value(&self.key, value) {
             self.end(&lock, &e.to_string()).await;
@@ -110,7 +119,10 @@ impl Rebuild {
             Ok(WriteReply::Invalidated) => Ok(Stored::Invalidated),
             Ok(WriteReply::Newer) => Ok(Stored::Newer),
             Ok(WriteReply::Foreign) => Err(crate::redis::cached::foreign(&self.keys.entry)),
-            Err(e) => Err(e),
+            Err(e) => {
+                tracing::warn!(key = %self.key, error = %e, "cache entry perhaps not stored");
+                Ok(Stored::Unknown)
+            }
         };
         tracing::debug!(key = %self.key, fence = self.fence, outcome = ?stored, "rebuild not stored");
         self.end(&lock, "").await;
@@ -128,7 +140,7 @@ impl Rebuild {
         } else {
             message
         };
-        self.end(&lock, message).await;
+        Box::pin(self.end(&lock, message)).await;
         Ok(())
     }
 
@@ -137,7 +149,7 @@ impl Rebuild {
     /// rebuilds next. What dropping it does in the background, awaited.
     pub async fn abandon(mut self) {
         if let Some(lock) = self.lock.take() {
-            self.end(&lock, "").await;
+            Box::pin(self.end(&lock, "")).await;
         }
     }
 
