@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use rlock_core::{Client, ClientOptions, Error, LockOptions, Wait};
+use rlock_core::{CacheOptions, Client, ClientOptions, Error, LockOptions, Read, Stored, Wait};
 use rlock_test_support::{eventually, RedisServer};
 
 // ---------------------------------------------------------------------------
@@ -332,7 +332,8 @@ async fn every_feature(redis: &RedisServer, url: &str) -> Result<(), String> {
         return Err(format!("renewals: {renewals}, lost: {:?}", renewed.lost()));
     }
     renewed.release().await.map_err(e("release renewed"))?;
-    shared_features(&holder, &other).await
+    shared_features(&holder, &other).await?;
+    cache_features(redis, &holder, &other).await
 }
 
 /// The read-write lock and the semaphore: a writer waits for a reader, a
@@ -402,6 +403,72 @@ async fn shared_features(holder: &Client, other: &Client) -> Result<(), String> 
     }
     sem.release().await.map_err(e("permit release"))?;
     Ok(())
+}
+
+/// `cached`: a failed load told to a waiter, a load, a hit, an
+/// invalidation overtaking a rebuild.
+async fn cache_features(
+    redis: &RedisServer,
+    holder: &Client,
+    other: &Client,
+) -> Result<(), String> {
+    let e = |what: &'static str| move |err: Error| format!("{what}: {err}");
+    let options = CacheOptions::new(Duration::from_secs(60));
+    let cache = holder.cache("acl-cache", options.clone()).unwrap();
+    let Read::Load(failing) = cache.read().await.map_err(e("cache miss"))? else {
+        return Err("a cold entry was not for this caller to load".into());
+    };
+    let waiting = {
+        let other = other.clone();
+        let options = options.clone();
+        tokio::spawn(async move {
+            other
+                .cached("acl-cache", options, || async { Ok::<_, String>(None) })
+                .await
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while redis.subscribers("rlock:{acl-cache}:cached:news") == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .map_err(|_| "the cache waiter never subscribed".to_string())?;
+    failing.fail("down").await.map_err(e("cache fail"))?;
+    match tokio::time::timeout(Duration::from_secs(5), waiting).await {
+        Ok(Ok(Err(Error::LoaderFailed { .. }))) => {}
+        other => return Err(format!("the waiter missed the failure: {other:?}")),
+    }
+    let loaded = holder
+        .cached("acl-cache", options.clone(), || async {
+            Ok::<_, String>(Some(b"v".to_vec()))
+        })
+        .await
+        .map_err(e("cache load"))?;
+    let hit = other
+        .cached("acl-cache", options.clone(), || async {
+            Ok::<_, String>(Some(b"never".to_vec()))
+        })
+        .await
+        .map_err(e("cache hit"))?;
+    if loaded != hit {
+        return Err(format!("a hit read {hit:?}, not {loaded:?}"));
+    }
+    holder
+        .invalidate("acl-cache")
+        .await
+        .map_err(e("invalidate"))?;
+    let Read::Load(overtaken) = cache.read().await.map_err(e("cache reload"))? else {
+        return Err("an invalidated entry was not for this caller to load".into());
+    };
+    holder
+        .invalidate("acl-cache")
+        .await
+        .map_err(e("invalidate"))?;
+    match overtaken.store(Some(b"old"), "bytes").await {
+        Ok(Stored::Invalidated) => Ok(()),
+        other => Err(format!("an overtaken rebuild's write: {other:?}")),
+    }
 }
 
 #[tokio::test]
