@@ -244,3 +244,43 @@ async fn read_write_locks_and_semaphores_hand_over_through_sharded_messages() {
     }
     assert!(masters.len() >= 2, "the names covered several masters");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_waiters_on_another_client_get_the_value_by_the_sharded_message() {
+    let cluster = RedisCluster::start(3, 0);
+    let rebuilder = client(&cluster).await;
+    let options = rlock_core::CacheOptions::new(Duration::from_secs(60));
+    let cache = rebuilder.cache("catalog:7", options.clone()).unwrap();
+    let rlock_core::Read::Load(rebuild) = cache.read().await.unwrap() else {
+        panic!("a cold entry is this caller's to load");
+    };
+    let waiter = client(&cluster).await;
+    // Well inside the rebuild lock's 30 s lease: only the message brings
+    // the value in time.
+    let waiting = tokio::spawn(async move {
+        waiter
+            .cached(
+                "catalog:7",
+                options.timeout(Some(Duration::from_secs(5))),
+                || async { Ok::<_, String>(Some(b"second load".to_vec())) },
+            )
+            .await
+    });
+    let channel = "rlock:{catalog:7}:cached:news";
+    let master = &cluster.nodes[cluster.master_of(channel)];
+    eventually(Duration::from_secs(10), || {
+        let subscribed: Vec<(String, i64)> = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(channel)
+            .query(&mut master.conn())
+            .unwrap();
+        subscribed[0].1 == 1
+    });
+    assert_eq!(
+        rebuild.store(Some(b"first load"), "bytes").await.unwrap(),
+        rlock_core::Stored::Written
+    );
+    let value = finished(waiting, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(value, Some(b"first load".to_vec()));
+    assert!(rebuilder.invalidate("catalog:7").await.unwrap());
+}
