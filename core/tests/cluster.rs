@@ -268,14 +268,19 @@ async fn cached_waiters_on_another_client_get_the_value_by_the_sharded_message()
     });
     let channel = "rlock:{catalog:7}:cached:news";
     let master = &cluster.nodes[cluster.master_of(channel)];
-    eventually(Duration::from_secs(10), || {
+    let subscribed = eventually(Duration::from_secs(10), || {
         let subscribed: Vec<(String, i64)> = redis::cmd("PUBSUB")
             .arg("SHARDNUMSUB")
             .arg(channel)
             .query(&mut master.conn())
             .unwrap();
         subscribed[0].1 == 1
-    });
+    })
+    .await;
+    assert!(
+        subscribed,
+        "the waiter never subscribed to the entry's channel"
+    );
     assert_eq!(
         rebuild.store(Some(b"first load"), "bytes").await.unwrap(),
         rlock_core::Stored::Written
