@@ -141,8 +141,9 @@ rust-programs:
 	cargo build -p rlock-cli -p rlock-core --bins --examples
 
 .PHONY: demo
-## The cache-breakdown demo: requests from Python threads, Node promises and `rlock exec`
-## on one cold cache entry; exactly one rebuild. Uses REDIS_URL when set, else a throwaway server.
+## The cache demo: `cached` from Python threads, Node promises and `rlock cached` on one entry: cold, 105
+## requests at once, one load; then expiring under steady reads, served stale while one refresh runs.
+## Uses REDIS_URL when set, else a throwaway server.
 demo: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python demo/run.py
