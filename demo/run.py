@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import redis
 
@@ -127,6 +127,10 @@ class Worker:
         terminate(self.proc)
 
 
+# Starts request.sh with these arguments, under this label.
+Spawn = Callable[[str, List[str]], Worker]
+
+
 def shown(url: str) -> str:
     """The URL without its password."""
     u = urllib.parse.urlsplit(url)
@@ -158,7 +162,7 @@ def of(runtime: str, records: List[Record]) -> List[Record]:
     return [r for r in records if r["runtime"] == runtime]
 
 
-def act_1(workers: Dict[str, Worker], spawn: Any, deadline: float) -> List[Record]:
+def act_1(workers: Dict[str, Worker], spawn: Spawn, deadline: float) -> List[Record]:
     """Every request at once on the cold entry."""
     for w in workers.values():
         w.say("burst")
@@ -171,7 +175,7 @@ def act_1(workers: Dict[str, Worker], spawn: Any, deadline: float) -> List[Recor
     return records
 
 
-def act_2(workers: Dict[str, Worker], spawn: Any, loaded: int, deadline: float) -> List[Record]:
+def act_2(workers: Dict[str, Worker], spawn: Spawn, loaded: int, deadline: float) -> List[Record]:
     """Steady requests until every runtime has read the refreshed entry: a
     value from a load after the first `loaded` database calls."""
     for w in workers.values():
@@ -196,6 +200,87 @@ def act_2(workers: Dict[str, Worker], spawn: Any, loaded: int, deadline: float) 
     for w in everyone:
         w.finish(records, deadline)
     return records
+
+
+def show_act_1(first: List[Record], calls: int, took: float) -> List[str]:
+    """Prints act 1's table; returns its claims that are false."""
+    total = sum(AT_ONCE.values())
+    loaders = [r for r in first if r["product"]["loaded_by"] == r["request"]]
+    print()
+    print(f"Act 1, a cache breakdown: the entry is cold and {total} requests ask for it at once")
+    print(f"  {'':16}{'requests':>9}{'loaded it':>11}{'latency p50':>13}{'max':>9}")
+    for rt in RUNTIMES:
+        mine = of(rt, first)
+        p50, top = latencies(mine, 50)
+        loaded_here = sum(1 for r in mine if r in loaders)
+        print(f"  {LABELS[rt]:16}{len(mine):9d}{loaded_here:11d}{p50:>13}{top:>9}")
+    by = f"by {loaders[0]['request']}" if len(loaders) == 1 else ""
+    print(f"  {'database calls':16}{calls:9d}   {by}")
+    print(f"  done in {took:.2f} s")
+    problems = []
+    if len(first) != total:
+        problems.append(f"act 1: {len(first)} of {total} requests served")
+    if calls != 1:
+        problems.append(f"act 1: {calls} database calls instead of exactly 1")
+    if len(loaders) != 1 or any(r["product"] != loaders[0]["product"] for r in first):
+        problems.append("act 1: not every request got the value of the one load")
+    return problems
+
+
+def show_act_2(second: List[Record], before: int, calls: int, log: List[Record],
+               took: float) -> List[str]:
+    """Prints act 2's table; returns its claims that are false. `before`:
+    the database calls of act 1; `log`: every call's record."""
+    refresh = next((e for e in log if e["call"] == before + 1), None)
+
+    def served(r: Record) -> str:
+        """What a request got: the entry `fresh`, `stale` (the old value
+        after the refresh began: the entry had expired, as early refreshes
+        are off), or `refreshed`."""
+        if r["product"]["version"] > before:
+            return "refreshed"
+        if refresh is not None and (r["started_ms"] >= refresh["started_ms"] or r["request"] == refresh["by"]):
+            return "stale"
+        return "fresh"
+
+    print()
+    print(f"Act 2, stale-while-revalidate: the entry (ttl {TTL:g} s, stale {STALE:g} s) expires "
+          "while every runtime keeps reading it")
+    print(f"  (Python {STEADY['python']} threads, Node {STEADY['node']} promises and "
+          f"{STEADY['cli']} shell loops, each a request every {ms(INTERVAL * 1000)})")
+    print(f"  {'':16}{'requests':>9}{'fresh':>7}{'stale':>7}{'refreshed':>11}"
+          f"{'latency p50':>13}{'p99':>10}{'max':>10}")
+    problems = []
+    for rt in RUNTIMES:
+        mine = of(rt, second)
+        kinds = [served(r) for r in mine]
+        p50, p99, top = latencies(mine, 50, 99)
+        print(f"  {LABELS[rt]:16}{len(mine):9d}{kinds.count('fresh'):7d}{kinds.count('stale'):7d}"
+              f"{kinds.count('refreshed'):11d}{p50:>13}{p99:>10}{top:>10}")
+        if "stale" not in kinds:
+            problems.append(f"act 2: no {LABELS[rt]} request was served the stale entry")
+        if "refreshed" not in kinds:
+            problems.append(f"act 2: no {LABELS[rt]} request read the refreshed entry")
+    how = ""
+    if refresh is not None:
+        took_db = ms(refresh["ended_ms"] - refresh["started_ms"])
+        caller = next((r for r in second if r["request"] == refresh["by"]), None)
+        if caller is not None and served(caller) == "stale":
+            how = f"a refresh by {refresh['by']} ({took_db}), in the background: it got the stale entry too"
+        else:
+            how = f"a load by {refresh['by']} ({took_db})"
+    print(f"  {'database calls':16}{calls:9d}   {how}")
+    slowest = max(second, key=lambda r: r["latency_ms"], default=None)
+    if slowest is not None:
+        print(f"  {'slowest request':16}{ms(slowest['latency_ms']):>9}   ({LABELS[slowest['runtime']]}"
+              f"{PER_REQUEST.get(slowest['runtime'], '')}; the database takes {ms(DB_DELAY * 1000)})")
+    print(f"  done in {took:.2f} s")
+    if calls != 1:
+        problems.append(f"act 2: {calls} database calls instead of exactly 1")
+    waited = [r for r in second if r["latency_ms"] >= DB_DELAY * 1000]
+    if waited:
+        problems.append(f"act 2: {len(waited)} requests took the database's time or more")
+    return problems
 
 
 def run(url: str, where: str, workers: List[Worker]) -> int:
@@ -226,91 +311,24 @@ def run(url: str, where: str, workers: List[Worker]) -> int:
     print()
     print(f"`cached` on {KEY} from Python, Node and rlock ({where})")
     print(f"The database takes {ms(DB_DELAY * 1000)} and counts its calls in Redis.")
-    problems: List[str] = []
 
     started = time.monotonic()
     first = act_1(processes, spawn, deadline)
-    took = time.monotonic() - started
     calls_1 = int(store.get(CALLS_KEY) or 0)
-    total = sum(AT_ONCE.values())
-    loaders = [r for r in first if r["product"]["loaded_by"] == r["request"]]
-    print()
-    print(f"Act 1, a cache breakdown: the entry is cold and {total} requests ask for it at once")
-    print(f"  {'':16}{'requests':>9}{'loaded it':>11}{'latency p50':>13}{'max':>9}")
-    for rt in RUNTIMES:
-        mine = of(rt, first)
-        p50, top = latencies(mine, 50)
-        loaded_here = sum(1 for r in mine if r in loaders)
-        print(f"  {LABELS[rt]:16}{len(mine):9d}{loaded_here:11d}{p50:>13}{top:>9}")
-    by = f"by {loaders[0]['request']}" if len(loaders) == 1 else ""
-    print(f"  {'database calls':16}{calls_1:9d}   {by}")
-    print(f"  done in {took:.2f} s")
-    if len(first) != total:
-        problems.append(f"act 1: {len(first)} of {total} requests served")
-    if calls_1 != 1:
-        problems.append(f"act 1: {calls_1} database calls instead of exactly 1")
-    if len(loaders) != 1 or any(r["product"] != loaders[0]["product"] for r in first):
-        problems.append("act 1: not every request got the value of the one load")
+    problems = show_act_1(first, calls_1, time.monotonic() - started)
 
     started = time.monotonic()
     second = act_2(processes, spawn, calls_1, deadline)
     took = time.monotonic() - started
     calls_2 = int(store.get(CALLS_KEY) or 0) - calls_1
     log = [json.loads(entry) for entry in store.lrange(LOG_KEY, 0, -1)]
-    refresh = next((e for e in log if e["call"] == calls_1 + 1), None)
-
-    def served(r: Record) -> str:
-        """What a request got: the entry `fresh`, `stale` (the old value
-        after the refresh began: the entry had expired, as early refreshes
-        are off), or `refreshed`."""
-        if r["product"]["version"] > calls_1:
-            return "refreshed"
-        if refresh is not None and (r["started_ms"] >= refresh["started_ms"] or r["request"] == refresh["by"]):
-            return "stale"
-        return "fresh"
-
-    print()
-    print(f"Act 2, stale-while-revalidate: the entry (ttl {TTL:g} s, stale {STALE:g} s) expires "
-          "while every runtime keeps reading it")
-    print(f"  (Python {STEADY['python']} threads, Node {STEADY['node']} promises and "
-          f"{STEADY['cli']} shell loops, each a request every {ms(INTERVAL * 1000)})")
-    print(f"  {'':16}{'requests':>9}{'fresh':>7}{'stale':>7}{'refreshed':>11}"
-          f"{'latency p50':>13}{'p99':>10}{'max':>10}")
-    for rt in RUNTIMES:
-        mine = of(rt, second)
-        kinds = [served(r) for r in mine]
-        p50, p99, top = latencies(mine, 50, 99)
-        print(f"  {LABELS[rt]:16}{len(mine):9d}{kinds.count('fresh'):7d}{kinds.count('stale'):7d}"
-              f"{kinds.count('refreshed'):11d}{p50:>13}{p99:>10}{top:>10}")
-        if "stale" not in kinds:
-            problems.append(f"act 2: no {LABELS[rt]} request was served the stale entry")
-        if "refreshed" not in kinds:
-            problems.append(f"act 2: no {LABELS[rt]} request read the refreshed entry")
-    how = ""
-    if refresh is not None:
-        took_db = ms(refresh["ended_ms"] - refresh["started_ms"])
-        caller = next((r for r in second if r["request"] == refresh["by"]), None)
-        if caller is not None and served(caller) == "stale":
-            how = f"a refresh by {refresh['by']} ({took_db}), in the background: it got the stale entry too"
-        else:
-            how = f"a load by {refresh['by']} ({took_db})"
-    print(f"  {'database calls':16}{calls_2:9d}   {how}")
-    slowest = max(second, key=lambda r: r["latency_ms"], default=None)
-    if slowest is not None:
-        print(f"  {'slowest request':16}{ms(slowest['latency_ms']):>9}   ({LABELS[slowest['runtime']]}"
-              f"{PER_REQUEST.get(slowest['runtime'], '')}; the database takes {ms(DB_DELAY * 1000)})")
-    print(f"  done in {took:.2f} s")
-    if calls_2 != 1:
-        problems.append(f"act 2: {calls_2} database calls instead of exactly 1")
-    waited = [r for r in second if r["latency_ms"] >= DB_DELAY * 1000]
-    if waited:
-        problems.append(f"act 2: {len(waited)} requests took the database's time or more")
+    problems += show_act_2(second, calls_1, calls_2, log, took)
 
     print()
     if problems:
         print("FAILED: " + "; ".join(problems))
         return 1
-    print(f"OK: act 1, one load for {total} requests, every one of them got its value; "
+    print(f"OK: act 1, one load for {sum(AT_ONCE.values())} requests, every one of them got its value; "
           "act 2, one refresh, and no request waited on the database.")
     return 0
 
