@@ -49,6 +49,7 @@ DB_DELAY = 2.0  # seconds the database takes: far above any request served from 
 TTL = 3.0
 STALE = 10.0
 INTERVAL = 0.1  # seconds between the requests of one act-2 thread, promise or shell loop
+TAIL = 1.0  # seconds act 2 goes on, at most, once the refreshed entry was read
 RUNTIMES = ("python", "node", "cli")
 LABELS = {"python": "Python", "node": "Node", "cli": "rlock cached"}
 PER_REQUEST = {"cli": ", a process per request"}
@@ -60,16 +61,25 @@ Record = Dict[str, Any]
 
 
 def terminate(proc: "subprocess.Popen[Any]") -> None:
-    """SIGTERM (`rlock cached` forwards it to its command), then SIGKILL if
-    the process is still there 5 s later."""
+    """SIGTERM to the process and what it started (a shell loop's `rlock
+    cached`, which forwards it to its command), then SIGKILL if the process
+    is still there 5 s later."""
     if proc.poll() is not None:
         return
-    proc.terminate()
+    signal_group(proc, signal.SIGTERM)
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        signal_group(proc, signal.SIGKILL)
         proc.wait()
+
+
+def signal_group(proc: "subprocess.Popen[Any]", signum: int) -> None:
+    # Each worker leads a session, and so a process group, of its own.
+    try:
+        os.killpg(proc.pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 class Worker:
@@ -184,14 +194,20 @@ def act_2(workers: Dict[str, Worker], spawn: Spawn, loaded: int, deadline: float
     everyone = [*workers.values(), *loops]
     records: List[Record] = []
     # The ttl left, then the refresh; past that something is wrong, which the
-    # claims report.
+    # claims report. Once one request has read the refreshed entry, the others
+    # get at most TAIL more to read it too, well within that entry's ttl: on a
+    # machine short of CPU a shell loop may not get there, which is no claim.
     until = min(deadline, time.monotonic() + TTL + DB_DELAY + 10)
+    tail = False
     while time.monotonic() < until:
         for w in everyone:
             w.drain(records)
         refreshed = {r["runtime"] for r in records if r["product"]["version"] > loaded}
         if refreshed == set(RUNTIMES):
             break
+        if refreshed and not tail:
+            tail = True
+            until = min(until, time.monotonic() + TAIL)
         time.sleep(0.02)
     for w in workers.values():
         w.say("stop")
@@ -257,10 +273,6 @@ def show_act_2(second: List[Record], before: int, calls: int, log: List[Record],
         p50, p99, top = latencies(mine, 50, 99)
         print(f"  {LABELS[rt]:16}{len(mine):9d}{kinds.count('fresh'):7d}{kinds.count('stale'):7d}"
               f"{kinds.count('refreshed'):11d}{p50:>13}{p99:>10}{top:>10}")
-        if "stale" not in kinds:
-            problems.append(f"act 2: no {LABELS[rt]} request was served the stale entry")
-        if "refreshed" not in kinds:
-            problems.append(f"act 2: no {LABELS[rt]} request read the refreshed entry")
     how = ""
     if refresh is not None:
         took_db = ms(refresh["ended_ms"] - refresh["started_ms"])
@@ -273,13 +285,21 @@ def show_act_2(second: List[Record], before: int, calls: int, log: List[Record],
     slowest = max(second, key=lambda r: r["latency_ms"], default=None)
     if slowest is not None:
         print(f"  {'slowest request':16}{ms(slowest['latency_ms']):>9}   ({LABELS[slowest['runtime']]}"
-              f"{PER_REQUEST.get(slowest['runtime'], '')}; the database takes {ms(DB_DELAY * 1000)})")
+              f"{PER_REQUEST.get(slowest['runtime'], '')}, served the "
+              f"{'refreshed' if served(slowest) == 'refreshed' else 'old'} value; "
+              f"the database takes {ms(DB_DELAY * 1000)})")
     print(f"  done in {took:.2f} s")
     if calls != 1:
         problems.append(f"act 2: {calls} database calls instead of exactly 1")
-    waited = [r for r in second if r["latency_ms"] >= DB_DELAY * 1000]
+    if not any(served(r) == "stale" for r in second):
+        problems.append("act 2: no request was served the stale entry while the database ran")
+    # A request that got the old value did not wait on the database, however
+    # long a busy machine took to run it; one that got the new value and took
+    # the database's time did.
+    waited = [r for r in second if served(r) == "refreshed" and r["latency_ms"] >= DB_DELAY * 1000]
     if waited:
-        problems.append(f"act 2: {len(waited)} requests took the database's time or more")
+        problems.append(f"act 2: {len(waited)} requests waited on the database "
+                        "(the refreshed entry, after the database's time or more)")
     return problems
 
 
