@@ -27,10 +27,18 @@ TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 RLOCK = os.path.join(TARGET, "debug", "rlock")
 now = time.monotonic_ns
 
-COMMANDS = {
+Command = Callable[[Dict[str, Any]], List[str]]
+COMMANDS: Dict[str, Command] = {
     "py": lambda cfg: [sys.executable, os.path.join(HERE, "worker.py"), json.dumps(cfg)],
     "node": lambda cfg: ["node", os.path.join(HERE, "worker.js"), json.dumps(cfg)],
     "cli": lambda cfg: [sys.executable, "-S", "-E", os.path.join(HERE, "cli_worker.py"), json.dumps(cfg)],
+}
+# The readers of a cache entry (cache_worker.py): the same protocol, each
+# reading its config's `key` with `cached` instead of taking locks.
+CACHE_COMMANDS: Dict[str, Command] = {
+    "py": lambda cfg: [sys.executable, os.path.join(HERE, "cache_worker.py"), json.dumps(cfg)],
+    "node": lambda cfg: ["node", os.path.join(HERE, "cache_worker.js"), json.dumps(cfg)],
+    "cli": lambda cfg: [sys.executable, "-S", "-E", os.path.join(HERE, "cache_cli_worker.py"), json.dumps(cfg)],
 }
 
 
@@ -41,7 +49,8 @@ class Worker(Child):
     def __init__(self, cfg: Dict[str, Any], dir: str) -> None:
         self.id = cfg["id"]
         self.cfg = cfg
-        super().__init__(COMMANDS[cfg["lang"]](cfg), self.id, stderr_path=os.path.join(dir, f"{self.id}.stderr"),
+        command = (CACHE_COMMANDS if "key" in cfg else COMMANDS)[cfg["lang"]]
+        super().__init__(command(cfg), self.id, stderr_path=os.path.join(dir, f"{self.id}.stderr"),
                          start_new_session=True)
 
     def expect(self, line: str, within: float) -> None:
@@ -120,6 +129,10 @@ class Scenario:
         w = self.workers[wid] = Worker(full, self.dir)
         return w
 
+    def reader(self, lang: str, key: str, **cfg: Any) -> Worker:
+        """Starts a reader of the cache entry `key` (see cache_worker.py)."""
+        return self.worker(lang, key=key, **cfg)
+
     def go(self, *workers: Worker, within: float = 30) -> None:
         """Waits until the workers (default: all not started yet) are
         connected, then starts them together."""
@@ -141,9 +154,17 @@ class Scenario:
     def pause(self, w: Worker, seconds: float) -> None:
         """SIGSTOP for `seconds`, then SIGCONT: a process frozen by the OS, a
         long GC pause, a VM migration."""
+        self.freeze(w)
+        time.sleep(seconds)
+        self.thaw(w)
+
+    def freeze(self, w: Worker) -> None:
+        """SIGSTOP: the first half of pause(), for a scenario that acts
+        while the worker is frozen."""
         self.event("stop", w=w.id)
         w.signal(signal.SIGSTOP)
-        time.sleep(seconds)
+
+    def thaw(self, w: Worker) -> None:
         self.event("cont", w=w.id)  # stamped first: nothing of the worker runs before it
         w.signal(signal.SIGCONT)
 

@@ -8,6 +8,8 @@ from typing import Any, Dict, List
 
 from rlock_test_support.spans import MS
 
+from cache_checker import check_cached
+from cache_writes import EntryWrite
 from checker import check
 from storage import Write
 
@@ -201,3 +203,96 @@ def test_a_reader_waits_only_for_writers_and_a_permit_holder_only_for_a_full_sem
     found = problems(permit + one_held)
     assert any("while it was free to a permit holder" in p for p in found), found
     assert problems(permit + one_held + holding("b", 2, 0, 1400, 1401, **SEM2)) == []
+
+
+# cached: readers of one entry "k", every write of it as Redis ran it.
+
+CACHE_WORKERS = {w: {"timeout_ms": 1000, "lock_ttl_ms": 500} for w in ("a", "b", "c")}
+
+
+def read(w: str, start: float, end: float = -1, val: str = "", out: str = "") -> List[Dict[str, Any]]:
+    """A read of "k" from `start` to `end` (ms; never: -1), giving `val`
+    ("W:TOK") or ending with `out`."""
+    began = {"e": "read", "w": w, "n": "k", "t": ms(start)}
+    if end < 0:
+        return [began]
+    ending = {"e": "got", "val": val} if val else {"e": "failed", "out": out}
+    return [began, {**ending, "w": w, "n": "k", "t": ms(end)}]
+
+
+def got(w: str, end: float, val: str) -> Dict[str, Any]:
+    return {"e": "got", "w": w, "n": "k", "t": ms(end), "val": val}
+
+
+def load(w: str, tok: int, start: float, done: float = -1) -> List[Dict[str, Any]]:
+    """A load of "k" under `tok` from `start` (ms), done at `done` (never: -1)."""
+    began = {"e": "load", "w": w, "n": "k", "t": ms(start), "tok": tok, "pid": 1}
+    return [began] + ([{"e": "loaded", "w": w, "n": "k", "t": ms(done), "tok": tok}] if done >= 0 else [])
+
+
+def landed(*tokens: int) -> List[EntryWrite]:
+    return [EntryWrite(0, "k", t, True) for t in tokens]
+
+
+def cache_problems(
+    records: List[Dict[str, Any]], writes: List[EntryWrite], events: List[Dict[str, Any]] = []
+) -> List[str]:
+    return check_cached(records, CACHE_WORKERS, events, writes).problems
+
+
+# The history the fault scenarios make: a rebuilder killed in its loader, a
+# waiter taking over once its lease ended, the others getting that value.
+KILLED = [{"e": "kill", "w": "a", "t": ms(20)}]
+TAKEN_OVER = (
+    read("a", 0) + load("a", 1, 1)
+    + read("b", 5) + load("b", 2, 520, 600) + [got("b", 700, "b:2")]
+    + read("c", 6, 610, val="b:2")
+)
+
+
+def test_cached_a_takeover_from_a_killed_rebuilder_passes() -> None:
+    report = check_cached(TAKEN_OVER, CACHE_WORKERS, KILLED, [EntryWrite(0, "k", 2, False)] + landed(2))
+    assert report.problems == []
+    assert report.figures["takeovers from a killed or frozen load"] == 1
+    assert report.figures["reads of killed workers"] == 1
+
+
+def test_cached_a_write_under_an_older_token_landing_after_a_newer_one_fails() -> None:
+    frozen = [{"e": "stop", "w": "a", "t": ms(20)}, {"e": "cont", "w": "a", "t": ms(900)}]
+    # The rebuilder, frozen in its loader, ends it once thawed.
+    records = read("a", 0) + load("a", 1, 1, 901) + [got("a", 902, "a:1")] + TAKEN_OVER[2:]
+    refused = [EntryWrite(0, "k", 2, False), *landed(2), EntryWrite(0, "k", 1, False)]
+    report = check_cached(records, CACHE_WORKERS, frozen, refused)
+    assert report.problems == [] and report.figures["writes refused"] == 1
+    found = cache_problems(records, [*refused, *landed(1)], frozen)
+    assert any("token 1 landed in 'k' after one under 2" in p for p in found), found
+
+
+def test_cached_a_waiter_given_a_value_older_than_the_rebuild_it_waited_for_or_never_stored_fails() -> None:
+    older = read("a", 0) + load("a", 1, 1, 20) + [got("a", 30, "a:1")] + load("b", 2, 40) + read("c", 50, 60, val="a:1")
+    found = cache_problems(older, landed(1))
+    assert any("token 1, older than the rebuild #2" in p for p in found), found
+    unstored = cache_problems(TAKEN_OVER, [EntryWrite(0, "k", 2, False)], KILLED)
+    assert any("c's read of 'k' gave b's value under token 2, which was never stored" in p for p in unstored), unstored
+    made_up = cache_problems(read("c", 0, 10, val="b:7"), [])
+    assert any("which no load made" in p for p in made_up), made_up
+
+
+def test_cached_a_read_past_its_timeout_early_or_with_an_unclear_error_fails() -> None:
+    late = cache_problems(read("c", 0, 1600, out="timeout"), [])
+    assert any("600 ms past its timeout" in p for p in late), late
+    early = cache_problems(read("c", 0, 900, out="timeout"), [])
+    assert any("timed out after 900 ms" in p for p in early), early
+    unclear = cache_problems(read("c", 0, 10, out="error:ConnectionError:refused"), [])
+    assert any("unclear error" in p for p in unclear), unclear
+    assert cache_problems(read("c", 0, 1000, out="timeout") + read("b", 0, 10, out="loader-failed"), []) == []
+
+
+def test_cached_two_loads_at_once_fail_unless_the_first_rebuilder_was_killed_or_frozen() -> None:
+    both = load("a", 1, 0, 50) + load("b", 2, 10, 60)
+    found = cache_problems(both, [])
+    assert any("b's load #2 of 'k' began while a's load #1 of 'k' still ran" in p for p in found), found
+    assert cache_problems(both, [], [{"e": "kill", "w": "a", "t": ms(5)}]) == []
+    assert cache_problems(both, [], [{"e": "stop", "w": "a", "t": ms(5)}]) == []
+    backwards = cache_problems(load("a", 2, 0, 5) + load("b", 1, 10, 20), [])
+    assert any("with a token not above it" in p for p in backwards), backwards
