@@ -1,5 +1,6 @@
-"""results.png: S1's cycles and S2's handoffs of a run in four panels, and
-below them the semaphore (S8) and the read-write lock (S9) in four more."""
+"""results.png: S1's cycles and S2's handoffs of a run in four panels,
+below them the semaphore (S8) and the read-write lock (S9) in four more,
+and `cached` (S10) in four more below those."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def chart(r: Dict[str, Any], path: str) -> None:
     import matplotlib.pyplot as plt
 
     more = "s8_summary" in r and "s9_summary" in r
-    fig, grid = plt.subplots(2 if more else 1, 4, figsize=(21, 13 if more else 6.5), squeeze=False,
+    rows = 1 + more + ("s10" in r)
+    fig, grid = plt.subplots(rows, 4, figsize=(21, 6.5 * rows), squeeze=False,
                              gridspec_kw={"width_ratios": [1.2, 1, 1, 1]})
     axes = grid[0]
     uncontended_cycle(axes[0], r, "mutex", "S1 uncontended cycle (grey: bare floor)")
@@ -33,6 +35,8 @@ def chart(r: Dict[str, Any], path: str) -> None:
     longest_wait(axes[3], s2s, keys, colors)
     if more:
         semaphore_and_read_write(grid[1], r)
+    if "s10" in r:
+        cached(grid[-1], r["s10"])
     fig.suptitle(f"redis-rlock benchmark, {r['date']} — {r['machine']['cores']} cores, shared machine "
                  f"(others used {r['others_cores']:.2f} cores on average)", fontsize=11)
     fig.tight_layout()
@@ -127,3 +131,36 @@ def read_write_pairs(ax: Any, faces: List[str], values: List[List[float]]) -> No
     ax.set_yticklabels(faces)
     ax.invert_yaxis()
     ax.legend(loc="lower right")
+
+
+def cached(axes: Any, s10s: Dict[str, Any]) -> None:
+    keys = list(s10s)
+    colors = ["#d62728" if "rlock" in k else "#1f77b4" for k in keys]
+    y = range(len(keys))
+    expiry = [s10s[k]["expiry"] for k in keys]
+    axes[0].barh(y, [e["loader_calls"] / max(e["expiries"], 1) for e in expiry], color=colors)
+    axes[0].plot([max(e["calls_per_expiry"], default=0) for e in expiry], list(y), "k|", ms=14,
+                 label="most in one expiry")
+    s2_axis(axes[0], keys, names=True, log=False)
+    axes[0].axvline(1, color="black", ls=":", lw=1)
+    axes[0].set_xlabel("loader calls per expiry (dotted: the target, 1)")
+    axes[0].set_title("S10 cached: loader calls per expiry")
+    axes[0].legend(loc="lower right")
+    axes[1].barh(y, [100 * e["waited"] / max(e["reads"], 1) for e in expiry], color=colors)
+    s2_axis(axes[1], keys, log=False)
+    axes[1].set_xlabel("% of the reads across expiries")
+    axes[1].set_title("S10: reads that waited for a loader")
+    axes[2].barh([i - 0.2 for i in y], [e["p99_ms"] for e in expiry], height=0.4,
+                 label="across an expiry", color="#ff7f0e")
+    axes[2].barh([i + 0.2 for i in y], [e["between_p99_ms"] for e in expiry], height=0.4,
+                 label="between expiries", color="#888888")
+    s2_axis(axes[2], keys)
+    axes[2].set_xlabel("ms (log)")
+    axes[2].set_title("S10: reader p99")
+    axes[2].legend(loc="lower right")
+    cold = [s10s[k]["cold"] for k in keys]
+    axes[3].barh(y, [c["loader_calls"] for c in cold], color=colors)
+    s2_axis(axes[3], keys)
+    axes[3].axvline(cold[0]["keys"], color="black", ls=":", lw=1)
+    axes[3].set_xlabel(f"loader calls (log; dotted: {cold[0]['keys']:,}, one per key)")
+    axes[3].set_title(f"S10: cold start, {cold[0]['keys']:,} keys × {cold[0]['processes']} processes")

@@ -8,7 +8,8 @@ client, the yardstick of S1; `rlock` is this project's mutex, `rlock-fair`
 the same in fair mode. A name `kind:library` is another kind of lock:
 `sem:` one permit of a semaphore of PERMITS, `read:` and `write:` the sides
 of a read-write lock; `cached:` is no lock but a cache's read (S10, driven
-by bench/cached_worker.py and bench/cached_worker.js).
+by bench/cached_worker.py, bench/cached_worker.js and `rlock-bench
+cached-worker`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ LABELS = {
     ("py", "cached:rlock-stale"): "redis-rlock cached (Python), stale window",
     ("js", "cached:rlock"): "redis-rlock cached (Node)",
     ("js", "cached:rlock-stale"): "redis-rlock cached (Node), stale window",
+    ("rs", "cached:rlock"): "redis-rlock cached (Rust)",
+    ("rs", "cached:rlock-stale"): "redis-rlock cached (Rust), stale window",
     ("py", "cached:dogpile"): "dogpile.cache, redis backend, distributed lock",
     ("py", "cached:dogpile-async"): "dogpile.cache, redis backend, distributed lock, async creation",
     ("py", "cached:cashews-lock"): "cashews @cache(lock=True)",
@@ -99,7 +102,7 @@ REDLOCK: List[Contender] = [("py", "rlock"), ("py", "pottery"), ("js", "rlock"),
 # S10: each face's cache without and with a stale window, then the peers,
 # the way each serves an expired value (or none) beside its plain way.
 CACHED: List[Contender] = (
-    [(lang, f"cached:{name}") for lang in ("py", "js") for name in ("rlock", "rlock-stale")]
+    [(lang, f"cached:{name}") for lang in LANGS for name in ("rlock", "rlock-stale")]
     + [("py", f"cached:{name}") for name in ("dogpile", "dogpile-async", "cashews-lock",
                                              "cashews-early")]
     + [("js", f"cached:{name}") for name in ("bentocache", "bentocache-grace")]

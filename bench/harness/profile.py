@@ -28,8 +28,7 @@ class Profile:
     s8_seconds: float
     s9_rounds: int
     s9_seconds: float
-    # S10 (cached): how long every read is a hit, how long the hot key is read across its expiries
-    s10_hits_seconds: float
+    # S10 (cached): how long the hot key is read across its expiries
     s10_expiry_seconds: float
     # Idle waiters: how long commands are counted
     idle_window: float
@@ -57,7 +56,7 @@ FULL = Profile(
     s7_rounds=3, s7_seconds=1.0,
     s8_rounds=5, s8_seconds=2.0,
     s9_rounds=5, s9_seconds=2.0,
-    s10_hits_seconds=3.0, s10_expiry_seconds=8.0,
+    s10_expiry_seconds=12.0,
     idle_window=5.0,
     s4_seconds=60,
     s6_rounds=10, s6_block=100, s6_s2_rounds=2, s6_s2_seconds=2.0,
@@ -72,7 +71,7 @@ QUICK = Profile(
     s7_rounds=1, s7_seconds=0.5,
     s8_rounds=1, s8_seconds=1.0,
     s9_rounds=1, s9_seconds=1.0,
-    s10_hits_seconds=1.5, s10_expiry_seconds=3.0,
+    s10_expiry_seconds=5.0,
     idle_window=2.0,
     s4_seconds=10,
     s6_rounds=3, s6_block=50, s6_s2_rounds=1, s6_s2_seconds=1.0,

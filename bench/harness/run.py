@@ -125,8 +125,8 @@ def measure_alone(result: Result, server: BenchServer, p: Profile) -> None:
 
 def measure_cached(result: Result, server: BenchServer, p: Profile) -> None:
     log(f"S10: cached, {s10.PROCESSES} processes × {s10.READERS} readers on one hot key")
-    result["s10_hits_seconds"], result["s10_expiry_seconds"] = p.s10_hits_seconds, p.s10_expiry_seconds
-    result["s10"] = s10.cached(server, p.s10_hits_seconds, p.s10_expiry_seconds)
+    result["s10_expiry_seconds"] = p.s10_expiry_seconds
+    result["s10"] = s10.cached(server, p.s10_expiry_seconds)
 
 
 def run_cached_only(p: Profile) -> None:

@@ -191,7 +191,7 @@ def cached(t: Targets, r: Dict[str, Any]) -> None:
     s10s = r.get("s10")
     if not s10s:
         return
-    for lang in ("py", "js"):
+    for lang in LANGS:
         plain, stale = s10s.get(f"{lang}/cached:rlock"), s10s.get(f"{lang}/cached:rlock-stale")
         if not plain or not stale:
             continue
@@ -204,10 +204,12 @@ def cached(t: Targets, r: Dict[str, Any]) -> None:
                   bool(calls) and max(calls) == 1)
         e = stale["expiry"]
         t.add("S10", f"with a stale window no reader waits for the loader ({face})",
-              f"{e['waited']} of {e['reads']} reads waited", e["waited"] == 0 and e["reads"] > 0)
-        hit = stale["hits"]["p99_ms"]
+              f"{e['waited']} of {e['reads']} reads waited"
+              + (f", up to {e['longest_wait_ms']:.1f} ms" if e["waited"] else ""),
+              e["waited"] == 0 and e["reads"] > 0)
+        hit = e["between_p99_ms"]
         t.add("S10", f"with a stale window p99 across an expiry ≤ 2× a plain hit's p99 ({face})",
-              f"{e['p99_ms']:.2f} ms against {hit:.2f} ms ({e['p99_ms'] / hit:.2f}×)",
+              f"{e['p99_ms']:.2f} ms against {hit:.2f} ms between expiries ({e['p99_ms'] / hit:.2f}×)",
               e["p99_ms"] <= 2 * hit)
         c = plain["commands"]
         t.add("S10", f"1 command sent per read on a hit ({face})",

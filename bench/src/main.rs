@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! rlock-bench worker URL...                    the workers of S1, S2, S7, S8, S9 and the idle waiters (JSON lines)
+//! rlock-bench cached-worker URL                the worker of S10, `cached` (JSON lines)
 //! rlock-bench watchdog URL LOCKS TTL_MS SECS   S4: one client holds LOCKS locks for SECS seconds
 //! rlock-bench proxy HOST:PORT                  forwards to Redis and counts round trips
 //! rlock-bench hops URL ROUNDS CYCLES           the cycle from a plain thread over several runtimes
@@ -12,6 +13,11 @@
 //! (`time.monotonic_ns`) and Node (`process.hrtime.bigint`) workers read, so
 //! the harness can order events of processes in three languages.
 
+// The core's cache future inside each reader's task (cached.rs) is deeper
+// than the compiler's default limit for laying it out and proving it Send.
+#![recursion_limit = "256"]
+
+mod cached;
 mod hops;
 mod proxy;
 mod watchdog;
@@ -46,11 +52,12 @@ fn main() -> ExitCode {
     };
     let outcome = match args.first().map(String::as_str) {
         Some("worker") if args.len() > 1 => worker::run(&runtime, &args[1..]),
+        Some("cached-worker") if args.len() == 2 => cached::run(&runtime, &args[1]),
         Some("watchdog") if args.len() == 5 => watchdog::run(&runtime, &args[1..]),
         Some("proxy") if args.len() == 2 => proxy::run(&runtime, &args[1]),
         Some("hops") if (4..=5).contains(&args.len()) => hops::run(&args[1..]),
         _ => Err(
-            "usage: rlock-bench worker URL... | watchdog URL LOCKS TTL_MS SECS | proxy HOST:PORT | hops URL ROUNDS CYCLES"
+            "usage: rlock-bench worker URL... | cached-worker URL | watchdog URL LOCKS TTL_MS SECS | proxy HOST:PORT | hops URL ROUNDS CYCLES"
                 .into(),
         ),
     };

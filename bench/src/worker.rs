@@ -206,13 +206,13 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, urls: &[String]) -> Result<
     Ok(())
 }
 
-fn text<'a>(request: &'a Value, field: &str) -> Result<&'a str> {
+pub(crate) fn text<'a>(request: &'a Value, field: &str) -> Result<&'a str> {
     request[field]
         .as_str()
         .ok_or_else(|| format!("missing {field}").into())
 }
 
-fn number(request: &Value, field: &str) -> Result<i64> {
+pub(crate) fn number(request: &Value, field: &str) -> Result<i64> {
     request[field]
         .as_i64()
         .ok_or_else(|| format!("missing {field}").into())
