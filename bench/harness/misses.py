@@ -8,6 +8,7 @@ from typing import Any, Dict, List
 
 from .contenders import LANGS, PERMITS
 from .prose import section, sentence
+from .scenarios import cached as s10
 from .scenarios.in_process_handoff import HANDLES, row_key
 from .stats import pct
 
@@ -35,6 +36,9 @@ def why_missed(r: Run) -> List[str]:
         bullets.append(in_one_process(r, s7_missed))
     if any(t["scenario"] == "S8" and "redis-semaphore" in t["target"] for t in missed):
         bullets.append(semaphore(r))
+    s10_missed = [t for t in missed if t["scenario"] == "S10"]
+    if s10_missed:
+        bullets.append(cached(r, s10_missed))
     fair_missed = [t for t in missed if t["scenario"] == "S2 fair"]
     if fair_missed:
         bullets.append(sentence("miss-fair", targets="; ".join(t["target"] for t in fair_missed)))
@@ -147,3 +151,35 @@ def in_one_process(r: Run, s7_missed: List[Target]) -> str:
                 python_share=f"{100 * med(s7s[k.replace('js/', 'py/', 1)]['same_share']):.0f}")
     misses = "; ".join(f"{t['target'].split(', ', 1)[1]}: {t['figure']}" for t in s7_missed)
     return sentence("miss-s7", misses=misses, same_handle=same_handle)
+
+
+def cached(r: Run, missed: List[Target]) -> str:
+    """S10: each missed target of redis-rlock's cache, told with its row's figures."""
+    told = []
+    for t in missed:
+        lang = next((k for k, face in LANGS.items() if f"({face}" in t["target"]), None)
+        if lang is None:
+            continue
+        face = LANGS[lang]
+        # Only the loader-call target names the row; the others are the stale window's.
+        stale = "stale window" in t["target"] or "loader call per expiry" not in t["target"]
+        name = f"{face}, stale window" if stale else face
+        e = r["s10"][f"{lang}/cached:rlock{'-stale' if stale else ''}"]["expiry"]
+        if "loader call per expiry" in t["target"]:
+            gaps = ", ".join(f"{g:.0f}" for g in e.get("extra_call_gaps_ms", []))
+            told.append(sentence("miss-s10-calls", face=name, calls=str(e["loader_calls"]),
+                                 expiries=str(e["expiries"]), gaps=gaps or "?"))
+        elif "waits for the loader" in t["target"]:
+            # Pending a moment, not a loader's time: held up past a store.
+            brief = e["longest_wait_ms"] < s10.LOADER_MS / 5
+            told.append(sentence(
+                "miss-s10-held-up" if brief else "miss-s10-waited", face=name,
+                waited=str(e["waited"]), reads=str(e["reads"]),
+                longest=f"{e['longest_wait_ms']:.1f}", loader=str(s10.LOADER_MS)))
+        elif "p99" in t["target"]:
+            told.append(sentence("miss-s10-p99", face=name, across=f"{e['p99_ms']:.1f}",
+                                 between=f"{e['between_p99_ms']:.1f}",
+                                 reads=str(e["reads_across"]), max=f"{e['max_ms']:.0f}"))
+        else:
+            told.append(f"{name}: {t['target']}, {t['figure']}")
+    return sentence("miss-s10", misses="; ".join(told))

@@ -170,6 +170,9 @@ def across_expiries(recs: List[List[int]], loads: List[Tuple[int, int]]) -> Dict
     return {
         "reads": len(recs), "expiries": len(groups), "loader_calls": len(loads),
         "calls_per_expiry": [len(g) for g in groups],
+        # Each call after an expiry's first: from the previous call's end to
+        # its start, ms (negative: the two ran at once).
+        "extra_call_gaps_ms": [(g[i][0] - g[i - 1][1]) / 1e6 for g in groups for i in range(1, len(g))],
         "reads_across": len(across), "p50_ms": pct(across, 50), "p99_ms": pct(across, 99),
         "max_ms": max(across, default=float("nan")),
         "reads_between": len(between), "between_p50_ms": pct(between, 50),
