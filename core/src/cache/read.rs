@@ -53,6 +53,13 @@ pub(super) async fn run(cache: &Cache) -> Result<Read> {
                 return Ok(read);
             }
         }
+        // A rebuild in progress now is the one waited for, though this
+        // caller has not waited on it yet: an earlier rebuild that lost its
+        // lease to it and failed late (its failure in this very look) is
+        // not this caller's failure.
+        if let (Some(waited), Some((fence, _))) = (waited_for, look.rebuild) {
+            waited_for = Some(waited.max(fence));
+        }
         if let (Some(waited), Some((fence, message))) = (waited_for, &look.failed) {
             if *fence >= waited && cache.options.on_error == OnError::Share {
                 return Err(Error::LoaderFailed {
@@ -75,8 +82,6 @@ pub(super) async fn run(cache: &Cache) -> Result<Read> {
             continue;
         };
         missed = 0;
-        // The rebuild waited for is the one in progress now: an earlier one
-        // that lost its lease and failed late is not this caller's failure.
         waited_for = Some(waited_for.map_or(fence, |w| w.max(fence)));
         let Some(t) = &ticket else {
             ticket = Some(
