@@ -40,7 +40,8 @@ def chart(r: Dict[str, Any], path: str) -> None:
     fig.suptitle(f"redis-rlock benchmark, {r['date']} — {r['machine']['cores']} cores, shared machine "
                  f"(others used {r['others_cores']:.2f} cores on average)", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    # tight: the rightmost panels stay whole whatever the length of the labels on the left.
+    fig.savefig(path, dpi=110, bbox_inches="tight")
 
 
 def uncontended_cycle(ax: Any, r: Dict[str, Any], kind: str, title: str) -> None:
