@@ -323,3 +323,200 @@ async fn a_loaded_value_reaches_its_caller_when_redis_does_not_take_it() {
     let exists: bool = redis.conn().exists("rlock:{unstored}:cached").unwrap();
     assert!(!exists);
 }
+
+/// Whether the entry of `key` turned stale by the server's clock.
+fn stale_now(redis: &RedisServer, key: &str) -> bool {
+    let mut conn = redis.conn();
+    let fresh: Option<u64> = conn
+        .hget(format!("rlock:{{{key}}}:cached"), "fresh")
+        .unwrap();
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+    fresh.is_some_and(|f| f <= s * 1000 + us / 1000)
+}
+
+fn value(read: &Read) -> Option<&[u8]> {
+    match read {
+        Read::Hit(e) | Read::Refresh(e, _) => e.value.as_deref(),
+        Read::Load(_) => None,
+    }
+}
+
+/// A stale entry is a value only to a caller whose own window covers it:
+/// without one a caller waits for the load like on a miss, and past the
+/// window the writer gave the entry (its key's expiry) nobody is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_stale_window_or_past_it_callers_wait_for_the_load() {
+    let redis = RedisServer::start();
+    let exact = |ms| {
+        CacheOptions::new(Duration::from_millis(ms))
+            .jitter(0.0)
+            .early(0.0)
+    };
+    let patient = exact(200).stale(Some(Duration::from_secs(30)));
+    let strict = exact(200);
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let Read::Load(first) = client
+        .cache("board", patient.clone())
+        .unwrap()
+        .read()
+        .await
+        .unwrap()
+    else {
+        panic!("a missing entry is loaded");
+    };
+    first.store(Some(b"v1"), "bytes").await.unwrap();
+    until(|| async { stale_now(&redis, "board") }).await;
+
+    // Without a window of its own a caller rebuilds the stale entry ...
+    let Read::Load(second) = client
+        .cache("board", strict.clone())
+        .unwrap()
+        .read()
+        .await
+        .unwrap()
+    else {
+        panic!("a stale entry is no value to a caller without a stale window");
+    };
+    // ... and another such caller waits for that load, while a caller whose
+    // window covers the entry gets the old value at once.
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let waiting = {
+        let cache = other.cache("board", strict.clone()).unwrap();
+        tokio::spawn(async move { cache.read().await.unwrap() })
+    };
+    until(|| async { redis.subscribers("rlock:{board}:cached:news") == 1 }).await;
+    let served = tokio::time::timeout(
+        Duration::from_secs(1),
+        other.cache("board", patient.clone()).unwrap().read(),
+    )
+    .await
+    .expect("a caller within its window waited")
+    .unwrap();
+    assert_eq!(value(&served), Some(&b"v1"[..]));
+    assert!(
+        !waiting.is_finished(),
+        "a caller without a window was served stale"
+    );
+    // Written without a window (by a strict caller), the entry is kept only
+    // while fresh: once it expires, even a patient caller has nothing to be
+    // served and loads.
+    second.store(Some(b"v2"), "bytes").await.unwrap();
+    let woken = rlock_test_support::finished(waiting, Duration::from_secs(5)).await;
+    assert_eq!(value(&woken), Some(&b"v2"[..]));
+    until(|| async {
+        let exists: bool = redis.conn().exists("rlock:{board}:cached").unwrap();
+        !exists
+    })
+    .await;
+    let read = client
+        .cache("board", patient)
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    assert!(matches!(read, Read::Load(_)), "an expired entry was served");
+}
+
+/// XFetch: a hot entry slow to rebuild is refreshed early by one caller
+/// while every other caller keeps reading the current value, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_caller_refreshes_early_while_the_others_read_the_current_value() {
+    let redis = RedisServer::start();
+    // A load of 300 ms against 2 s of freshness and early=100: each read
+    // refreshes with a chance above 0.9.
+    let options = CacheOptions::new(Duration::from_secs(2))
+        .jitter(0.0)
+        .early(100.0);
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let cache = client.cache("quote", options.clone()).unwrap();
+    let Read::Load(first) = cache.read().await.unwrap() else {
+        panic!("a missing entry is loaded");
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await; // the loader's work
+    first.store(Some(b"v1"), "bytes").await.unwrap();
+    let refresh = loop {
+        match cache.read().await.unwrap() {
+            Read::Refresh(entry, rebuild) => {
+                assert_eq!(entry.value.as_deref(), Some(&b"v1"[..]));
+                break rebuild;
+            }
+            Read::Hit(entry) => assert_eq!(entry.value.as_deref(), Some(&b"v1"[..])),
+            Read::Load(_) => panic!("a fresh entry was loaded"),
+        }
+        assert!(!stale_now(&redis, "quote"), "never refreshed early");
+    };
+    let others = Client::connect(&redis.url()).await.unwrap();
+    let readers: Vec<_> = (0..20)
+        .map(|_| {
+            let cache = others.cache("quote", options.clone()).unwrap();
+            tokio::spawn(async move { cache.read().await.unwrap() })
+        })
+        .collect();
+    for r in readers {
+        let read = rlock_test_support::finished(r, Duration::from_secs(1)).await;
+        match read {
+            Read::Hit(entry) => assert_eq!(entry.value.as_deref(), Some(&b"v1"[..])),
+            Read::Refresh(..) => panic!("a second caller refreshed during the refresh"),
+            Read::Load(_) => panic!("a fresh entry was loaded"),
+        }
+    }
+    assert_eq!(
+        refresh.store(Some(b"v2"), "bytes").await.unwrap(),
+        Stored::Written
+    );
+}
+
+/// Waiters for a rebuild send nothing while it runs: each is woken by the
+/// entry's message (or its rebuilder's lease), never by polling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_send_no_command_while_the_rebuild_runs() {
+    let redis = RedisServer::start();
+    let options = ttl(60).lock_ttl(Duration::from_secs(30));
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let Read::Load(rebuild) = client
+        .cache("slow", options.clone())
+        .unwrap()
+        .read()
+        .await
+        .unwrap()
+    else {
+        panic!("a missing entry is loaded");
+    };
+    let mut waiters = Vec::new();
+    for _ in 0..10 {
+        let c = Client::connect(&redis.url()).await.unwrap();
+        let options = options.clone();
+        waiters.push(tokio::spawn(async move {
+            c.cached("slow", options, || async { Ok::<_, String>(None) })
+                .await
+        }));
+    }
+    until(|| async { redis.subscribers("rlock:{slow}:cached:news") == 10 }).await;
+    // Each looks once more after subscribing, then sleeps: wait for the
+    // requests to stop.
+    let requests = || redis.calls("evalsha") + redis.calls("eval");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut last = requests();
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = requests();
+        if now == last {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the waiters never settled"
+        );
+        last = now;
+    }
+    let before = requests();
+    // A second of the rebuild running: not one request from the waiters.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = requests();
+    assert_eq!(after, before, "waiters sent {} requests", after - before);
+    rebuild.store(Some(b"done"), "bytes").await.unwrap();
+    for w in waiters {
+        let v = rlock_test_support::finished(w, Duration::from_secs(5)).await;
+        assert_eq!(v.unwrap(), Some(b"done".to_vec()));
+    }
+}

@@ -587,3 +587,106 @@ async fn a_caller_whose_write_lost_both_replies_still_gets_the_value_its_loader_
     assert!(!exists(&server, &keys("twice").rebuild.lock));
     assert_eq!(value.unwrap(), Some(b"loaded".to_vec()));
 }
+
+/// A caller waiting for a rebuild that failed holding its lock gets that
+/// failure (`on_error` share), even when a newcomer, who never waited for
+/// it, starts the next rebuild before the waiter looks again: here the
+/// waiter hears the entry's messages 300 ms late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_gets_the_failure_it_waited_for_though_a_newcomer_rebuilds_before_it_looks() {
+    let (server, proxy, late) = behind_proxy().await;
+    let scripts = Scripts::load(&server);
+    proxy.delay_pubsub(Duration::from_millis(300));
+    proxy.count(&scripts.read);
+    let share = options()
+        .on_error(OnError::Share)
+        .timeout(Some(Duration::from_secs(2)));
+    let direct = Client::connect(&server.url()).await.unwrap();
+    let first = loads(&direct.cache("orders", share.clone()).unwrap()).await;
+    let cache = late.cache("orders", share.clone()).unwrap();
+    let waiter = tokio::spawn(async move { cache.read().await.err() });
+    // Joined the channel, and looked again: asleep for the first's message.
+    until(|| async { server.subscribers(&keys("orders").news) == 1 }).await;
+    until(|| async { proxy.seen(&scripts.read) >= 2 }).await;
+    first.fail("database down").await.unwrap();
+    let newcomer = Client::connect(&server.url()).await.unwrap();
+    let second = loads(&newcomer.cache("orders", share).unwrap()).await;
+    let err = finished(waiter, Duration::from_secs(6)).await;
+    let _ = second.store(Some(b"late"), "bytes").await;
+    match err {
+        Some(Error::LoaderFailed { message, .. }) => assert_eq!(message, "database down"),
+        other => panic!("the waiter did not get the failure it waited for: {other:?}"),
+    }
+}
+
+/// A waiter's `timeout` bounds its whole wait: on a wire whose replies come
+/// 1 s late, the look after its deadline is not made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_on_a_slow_wire_answers_at_its_deadline_not_a_look_later() {
+    let (server, proxy, slow) = behind_proxy().await;
+    let scripts = Scripts::load(&server);
+    let timeout = Duration::from_millis(1200);
+    let options = options().timeout(Some(timeout));
+    let direct = Client::connect(&server.url()).await.unwrap();
+    let held = loads(&direct.cache("slow", options.clone()).unwrap()).await;
+    // Connected, and the scripts known, before the wire slows down.
+    let warm = loads(&slow.cache("warm", options.clone()).unwrap()).await;
+    warm.store(Some(b"w"), "bytes").await.unwrap();
+    proxy.count(&scripts.read);
+    proxy.delay_replies(Duration::from_secs(1));
+    let cache = slow.cache("slow", options).unwrap();
+    let started = Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(10), cache.read())
+        .await
+        .expect("the read never ended");
+    let took = started.elapsed();
+    assert!(
+        matches!(read, Err(Error::Timeout { .. })),
+        "{:?}",
+        read.err()
+    );
+    assert!(
+        took <= timeout + Duration::from_millis(300),
+        "a {timeout:?} timeout answered after {took:?}, {} looks",
+        proxy.seen(&scripts.read)
+    );
+    let _ = held.store(Some(b"x"), "bytes").await;
+}
+
+/// A read given up while its attempt at the rebuild lock is on its way: the
+/// grant that lands is given back and the callers that saw that rebuild in
+/// progress are told at once, not left asleep for its lease (10 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_given_up_while_taking_the_rebuild_lock_wakes_those_who_saw_it() {
+    let (server, proxy, cancelled) = behind_proxy().await;
+    Scripts::load(&server);
+    let lease = Duration::from_secs(10);
+    let options = options().lock_ttl(lease);
+    let warm = loads(&cancelled.cache("warm", options.clone()).unwrap()).await;
+    warm.store(Some(b"w"), "bytes").await.unwrap();
+    proxy.delay_replies(Duration::from_millis(400));
+    let cache = cancelled.cache("menu", options.clone()).unwrap();
+    let reader = tokio::spawn(async move { cache.read().await.map(|_| ()) });
+    let lock = keys("menu").rebuild.lock;
+    until(|| async { exists(&server, &lock) }).await;
+    reader.abort();
+    // Another client sees the rebuild in progress, and waits for it.
+    let direct = Client::connect(&server.url()).await.unwrap();
+    let cache = direct.cache("menu", options).unwrap();
+    let started = Instant::now();
+    let waiter = tokio::spawn(async move { cache.read().await.ok() });
+    let read = finished(waiter, lease + Duration::from_secs(5)).await;
+    let took = started.elapsed();
+    let Some(Read::Load(rebuild)) = read else {
+        panic!("the waiter did not load the entry the given-up read left");
+    };
+    // The grant's reply comes 0.4 s late, the lock's giving back as late.
+    assert!(
+        took <= Duration::from_secs(3),
+        "the waiter slept {took:?} of the given-up rebuild's {lease:?} lease"
+    );
+    assert_eq!(
+        rebuild.store(Some(b"soup"), "bytes").await.unwrap(),
+        Stored::Written
+    );
+}

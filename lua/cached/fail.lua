@@ -3,7 +3,8 @@
 -- its failure for the callers waiting for it, and tells them. So a woken
 -- caller finds the lock free and the failure there together. The failure is
 -- kept for as long as one of those callers can sleep before it reads the
--- entry again; a newer rebuild's failure is never replaced by an older one's.
+-- entry again; a newer rebuild's failure is never replaced by an older one's,
+-- and a rebuild whose lock another rebuild holds now keeps none.
 -- Idempotent: sent again, it finds the lock gone and keeps the same failure.
 -- (cached/lib.lua is prepended.)
 -- KEYS[1] the last rebuild failure  P:{KEY}:cached:failed
@@ -26,7 +27,11 @@ if owner == ARGV[1] and held == fence then
   redis.call('DEL', KEYS[3])
   gave = 1
 end
-if ARGV[3] ~= '' then
+-- A rebuild overtaken past its lease (another holding has the lock now)
+-- keeps no failure: a caller that saw it in progress and looks again now
+-- waits for the rebuild that took over, and must not read this failure as
+-- its own. Sent again after a lost reply, the first send kept it already.
+if ARGV[3] ~= '' and (gave == 1 or owner == nil) then
   local kept = failure(KEYS[1])
   if kept ~= false and kept <= fence then
     redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. ARGV[3], 'PX', ARGV[4])

@@ -53,13 +53,6 @@ pub(super) async fn run(cache: &Cache) -> Result<Read> {
                 return Ok(read);
             }
         }
-        // A rebuild in progress now is the one waited for, though this
-        // caller has not waited on it yet: an earlier rebuild that lost its
-        // lease to it and failed late (its failure in this very look) is
-        // not this caller's failure.
-        if let (Some(waited), Some((fence, _))) = (waited_for, look.rebuild) {
-            waited_for = Some(waited.max(fence));
-        }
         if let (Some(waited), Some((fence, message))) = (waited_for, &look.failed) {
             if *fence >= waited && cache.options.on_error == OnError::Share {
                 return Err(Error::LoaderFailed {
@@ -82,6 +75,11 @@ pub(super) async fn run(cache: &Cache) -> Result<Read> {
             continue;
         };
         missed = 0;
+        // The rebuild waited for is the one in progress now. An earlier one
+        // that lost its lease to it keeps no failure when it fails late
+        // (`cached/fail.lua`), so what a look finds kept is the failure of a
+        // rebuild that ended holding its lock: this caller's, if it waited
+        // for that rebuild or an earlier one.
         waited_for = Some(waited_for.map_or(fence, |w| w.max(fence)));
         let Some(t) = &ticket else {
             ticket = Some(
@@ -91,6 +89,10 @@ pub(super) async fn run(cache: &Cache) -> Result<Read> {
                     .join(&cache.keys.news, None, deadline)
                     .await,
             );
+            // The join is cut at the deadline: no look after it.
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Err(timeout(cache));
+            }
             continue;
         };
         let now = Instant::now();
@@ -161,6 +163,24 @@ async fn pause(missed: u32, deadline: Option<Instant>) {
 /// type in its way (someone else's data, a fence counter that is no number)
 /// is reported, not taken for a busy lock.
 async fn take_lock(cache: &Cache) -> Result<Option<Rebuild>> {
+    // On the client's runtime, awaited: a caller that leaves meanwhile
+    // leaves a grant that lands to a Rebuild dropped unfinished, which gives
+    // the lock back and tells the callers that saw it in progress (a bare
+    // release would leave them asleep for its whole lease).
+    let cache = cache.clone();
+    let runtime = cache.client.context.runtime().clone();
+    match runtime
+        .spawn(async move { take_lock_now(&cache).await })
+        .await
+    {
+        Ok(taken) => taken,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down: the client is gone.
+        Err(_) => Err(Error::Closed),
+    }
+}
+
+async fn take_lock_now(cache: &Cache) -> Result<Option<Rebuild>> {
     let client = &cache.client;
     let handle = client
         .context
