@@ -711,6 +711,8 @@ async fn a_failed_cmd_stores_nothing_exits_its_status_and_its_waiters_70_or_retr
     .await;
     assert_eq!(code(&out), 127, "{}", stderr(&out));
     assert!(!stored(&redis, "absent"));
+    let rebuild_lock: bool = redis.conn().exists("rlock:{absent}:rebuild").unwrap();
+    assert!(!rebuild_lock, "the rebuild lock was left after CMD failed");
 }
 
 #[tokio::test]

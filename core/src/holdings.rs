@@ -68,6 +68,10 @@ struct Holding {
     /// answer tells which (it succeeds only where the lock was still this
     /// owner's on a majority); a release that never answers makes it a loss.
     refused: Option<LostReason>,
+    /// Lost, and its last release went unanswered: every scope of it has
+    /// ended, so the owner may take the lock afresh (see
+    /// [`HoldingView::open_scopes`]).
+    abandoned: bool,
     generation: u64,
     lost: watch::Sender<Option<LostReason>>,
 }
@@ -188,6 +192,7 @@ impl Releasing<'_> {
                 Some(h.count)
             } else {
                 h.lose(LostReason::Unreachable);
+                h.abandoned = true;
                 None
             }
         })
@@ -234,6 +239,17 @@ pub(crate) struct HoldingView {
     pub lost: Option<LostReason>,
     /// When the lease ends by this client's clock (earlier than in Redis).
     pub expires_at: Instant,
+    /// Lost, and its last release went unanswered: no scope of it is open.
+    pub abandoned: bool,
+}
+
+impl HoldingView {
+    /// Whether some scope of this owner (an acquisition not yet released)
+    /// still runs on this holding: a lost holding with open scopes is one
+    /// the owner has not been able to end yet.
+    pub(crate) fn open_scopes(&self) -> bool {
+        !self.abandoned && self.lost != Some(LostReason::Closed)
+    }
 }
 
 /// One extension the loop sends.
@@ -299,6 +315,7 @@ impl Holdings {
                 count: h.count,
                 lost: *h.lost.borrow(),
                 expires_at: h.expires_at,
+                abandoned: h.abandoned,
             }
         })
     }
@@ -312,15 +329,6 @@ impl Holdings {
             h.renewal_lease(now)
                 .max(Duration::from_millis(MIN_LEASE_MS))
         })
-    }
-
-    /// The re-entry count this owner believes it holds (0 when it holds none
-    /// or its holding was lost): lets a retried acquire recognise that the
-    /// lost request had been applied.
-    pub(crate) fn believed_count(&self, key: &str, owner: &str) -> u32 {
-        self.view(key, owner)
-            .filter(|v| v.lost.is_none())
-            .map_or(0, |v| v.count)
     }
 
     pub(crate) fn lost_watch(
@@ -356,12 +364,16 @@ impl Holdings {
             renewing: false,
             releasing: false,
             refused: None,
+            abandoned: false,
             generation,
             lost: watch::channel(None).0,
         };
         let wake = match owners.get_mut(&*terms.owner) {
-            Some(h) if h.lost.borrow().is_none() && h.fence == fence => {
+            Some(h) if h.fence == fence && !h.abandoned => {
                 // Re-entry: the same holding, its lease reset by the script.
+                // One lost while the request was on its way stays lost: its
+                // holder may have heard so already, and its scopes end as
+                // one (see `lock/attempt.rs`).
                 h.count = count;
                 h.expires_at = sent + terms.lease - drift;
                 h.next_renew = h.next_renew.min(sent + terms.lease / 3);

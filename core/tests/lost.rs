@@ -209,3 +209,133 @@ async fn a_lapsed_lease_reads_as_lost_whenever_the_renewal_loop_wakes() {
     assert!(taken.elapsed() >= lease);
     assert_eq!(lock.lost(), Some(LostReason::LeaseEnded));
 }
+
+/// The outer scope's holding is lost by this client's clock while Redis
+/// still holds the key for its owner (here the key's lease was lengthened
+/// from outside; a renewal applied whose reply was lost does the same, see
+/// `network_faults.rs`). An acquisition inside that scope is lost too: were
+/// it taken as a fresh holding, its release would free the lock while the
+/// outer scope runs on, and that scope would end hearing of no loss.
+#[tokio::test]
+async fn a_nested_acquire_inside_a_scope_lost_by_the_clock_is_lost_too() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let opts = LockOptions::default()
+        .ttl(Duration::from_millis(300))
+        .auto_renew(false);
+    let lock = client.lock_with("outlived", opts).unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let _: () = redis.conn().pexpire("rlock:{outlived}", 30_000).unwrap();
+    let lost = tokio::time::timeout(Duration::from_secs(5), lock.lost_signal())
+        .await
+        .expect("not reported lost");
+    assert_eq!(lost, Some(LostReason::LeaseEnded));
+
+    let nested = lock.acquire(Wait::For(Duration::from_secs(2))).await;
+    assert!(
+        matches!(
+            nested,
+            Err(Error::Lost {
+                reason: LostReason::LeaseEnded,
+                ..
+            })
+        ),
+        "{nested:?}"
+    );
+    let holder: Option<String> = redis.conn().hget("rlock:{outlived}", "owner").unwrap();
+    assert_eq!(holder.as_deref(), Some(lock.owner()), "the key was touched");
+    let count: u32 = redis.conn().hget("rlock:{outlived}", "count").unwrap();
+    assert_eq!(count, 1, "the lost acquisition was counted in Redis");
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let rival = other.lock("outlived").unwrap();
+    assert_eq!(rival.try_acquire().await.unwrap(), None);
+
+    // The outer scope ends with the loss, and only then is the lock free.
+    assert!(matches!(lock.finish().await, Err(Error::Lost { .. })));
+    assert!(rival.try_acquire().await.unwrap().is_some());
+    rival.release().await.unwrap();
+    // With its scope ended, the owner takes the lock afresh.
+    assert_eq!(lock.acquire(Wait::Once).await.unwrap().count, 1);
+    assert_eq!(lock.lost(), None);
+    assert_eq!(lock.release().await.unwrap(), 0);
+}
+
+/// A re-entry sent while the holding is still held by this client's clock,
+/// but whose key is gone in Redis: the script takes the lock afresh (a new
+/// token), which is no re-entry. The grant is given back, and the holding
+/// and the acquisition are lost.
+#[tokio::test]
+async fn a_re_entry_that_finds_its_key_gone_is_lost_and_keeps_nothing() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let lock = client
+        .lock_with(
+            "vanished",
+            LockOptions::default().ttl(Duration::from_secs(30)),
+        )
+        .unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let _: () = redis.conn().del("rlock:{vanished}").unwrap();
+    let nested = lock.acquire(Wait::Once).await;
+    assert!(
+        matches!(
+            nested,
+            Err(Error::Lost {
+                reason: LostReason::Expired,
+                ..
+            })
+        ),
+        "{nested:?}"
+    );
+    let exists: bool = redis.conn().exists("rlock:{vanished}").unwrap();
+    assert!(!exists, "the fresh grant was kept");
+    assert_eq!(lock.lost(), Some(LostReason::Expired));
+    assert!(matches!(lock.finish().await, Err(Error::Lost { .. })));
+    assert_eq!(lock.acquire(Wait::Once).await.unwrap().count, 1);
+    lock.release().await.unwrap();
+}
+
+/// A re-entry that finds another owner holding the key: the holding is lost
+/// at once, and the acquisition neither waits nor stands in line.
+#[tokio::test]
+async fn a_re_entry_that_finds_another_holder_is_lost_without_waiting() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let lock = client
+        .lock_with(
+            "taken-over",
+            LockOptions::default().ttl(Duration::from_secs(30)),
+        )
+        .unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let _: () = redis.conn().del("rlock:{taken-over}").unwrap();
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let rival = other.lock("taken-over").unwrap();
+    rival.acquire(Wait::Once).await.unwrap();
+
+    let nested = tokio::time::timeout(
+        Duration::from_secs(10),
+        lock.acquire(Wait::For(Duration::from_secs(30))),
+    )
+    .await
+    .expect("the re-entry waited for the other holder");
+    assert!(
+        matches!(
+            nested,
+            Err(Error::Lost {
+                reason: LostReason::HeldByAnother,
+                ..
+            })
+        ),
+        "{nested:?}"
+    );
+    let line: usize = redis.conn().llen("rlock:{taken-over}:queue").unwrap();
+    assert_eq!(line, 0, "the re-entry stood in line");
+    assert!(rival.owned().await.unwrap(), "the rival lost its holding");
+    assert!(matches!(lock.finish().await, Err(Error::Lost { .. })));
+    assert_eq!(
+        rival.release().await.unwrap(),
+        0,
+        "the rival's holding was touched"
+    );
+}

@@ -440,3 +440,88 @@ async fn an_acquisition_answered_after_its_lease_is_never_reported_held() {
     }
     assert_eq!(lock.count(), 0);
 }
+
+/// Renewals Redis applies whose replies are lost: by this client's clock the
+/// lease ends and the holding is lost, while Redis holds the key for its
+/// owner a while yet. An acquisition inside the lost scope is lost too, and
+/// leaves the key as it was: the lock is freed when the outer scope ends,
+/// not under it (a fresh holding would have merged the two scopes, and the
+/// inner release freed the lock while the outer one ran on, told nothing).
+#[tokio::test]
+async fn a_nested_acquire_after_renewal_replies_were_lost_is_lost_and_frees_nothing() {
+    let (server, proxy, client) = behind_proxy().await;
+    let lock = client
+        .lock_with(
+            "renewed-unheard",
+            LockOptions::default().ttl(Duration::from_secs(3)),
+        )
+        .unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let extend = sha(&format!(
+        "{}\n{}",
+        include_str!("../../lua/holding.lua"),
+        include_str!("../../lua/extend.lua")
+    ));
+    proxy.cut_on(&extend, Cut::AfterForward, 1_000);
+    let lost = tokio::time::timeout(Duration::from_secs(10), lock.lost_signal())
+        .await
+        .expect("not reported lost");
+    assert_eq!(lost, Some(rlock_core::LostReason::Unreachable));
+    assert!(proxy.cuts_done() > 0);
+    let holder: Option<String> = server
+        .conn()
+        .hget("rlock:{renewed-unheard}", "owner")
+        .unwrap();
+    assert_eq!(
+        holder.as_deref(),
+        Some(lock.owner()),
+        "the renewals Redis applied kept the key"
+    );
+
+    let nested = lock.acquire(Wait::Once).await;
+    assert!(matches!(nested, Err(Error::Lost { .. })), "{nested:?}");
+    assert_eq!(count(&server, "renewed-unheard"), Some(1));
+    let rival = Client::connect(&server.url()).await.unwrap();
+    let other = rival.lock("renewed-unheard").unwrap();
+    assert_eq!(other.try_acquire().await.unwrap(), None);
+    assert!(matches!(lock.finish().await, Err(Error::Lost { .. })));
+    assert!(other.try_acquire().await.unwrap().is_some());
+}
+
+/// A re-entry applied whose replies were both lost leaves Redis' count a step
+/// ahead of the holder's; the holding is then lost by the clock while Redis
+/// still has the key. Its release ends the holder's one scope as the holder
+/// counts it (frees the key), and the owner is never shut out of its lock.
+#[tokio::test]
+async fn a_lost_holding_whose_redis_count_ran_ahead_is_released_whole() {
+    let (server, proxy, client) = behind_proxy().await;
+    let lock = client
+        .lock_with(
+            "ran-ahead",
+            LockOptions::default()
+                .ttl(Duration::from_millis(300))
+                .auto_renew(false),
+        )
+        .unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let acquire = sha(&format!(
+        "{}\n{}",
+        include_str!("../../lua/queue.lua"),
+        include_str!("../../lua/acquire.lua")
+    ));
+    proxy.cut_on(&acquire, Cut::AfterForward, 2);
+    let unknown = lock.acquire(Wait::Once).await;
+    assert!(matches!(unknown, Err(Error::Connection(_))), "{unknown:?}");
+    assert_eq!(count(&server, "ran-ahead"), Some(2));
+    let _: () = server.conn().pexpire("rlock:{ran-ahead}", 30_000).unwrap();
+    let lost = tokio::time::timeout(Duration::from_secs(5), lock.lost_signal()).await;
+    assert!(lost.is_ok(), "never reported lost");
+    assert_eq!(lock.release().await.unwrap(), 0, "the one scope ended");
+    assert_eq!(count(&server, "ran-ahead"), None, "the key was kept");
+    let again = lock
+        .acquire(Wait::Once)
+        .await
+        .expect("shut out of a free lock");
+    assert_eq!(again.count, 1);
+    lock.release().await.unwrap();
+}

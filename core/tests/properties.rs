@@ -19,7 +19,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use redis::Commands;
-use rlock_core::{Acquired, Client, Error, Lock, LockOptions, NotOwnedReason, Wait};
+use rlock_core::{Acquired, Client, Error, Lock, LockOptions, LostReason, NotOwnedReason, Wait};
 use rlock_test_support::{eventually, RedisServer};
 
 const SEQUENCES: u32 = 128;
@@ -171,9 +171,13 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 enum Answer {
     Acquired(Acquired),
     Busy,
-    Released { remaining: u32 },
+    Released {
+        remaining: u32,
+    },
     Extended,
     NotOwned(NotOwnedReason),
+    /// An acquisition inside a scope whose holding is lost.
+    Lost(LostReason),
     Gone,
 }
 
@@ -192,8 +196,11 @@ enum Local {
     /// Never held (or not since the client last forgot it).
     #[default]
     None,
-    /// Held, `count` deep, and whether a refusal showed it lost.
-    Held { count: u32, lost: bool },
+    /// Held, `count` deep, and why it was lost if a refusal showed it lost.
+    Held {
+        count: u32,
+        lost: Option<LostReason>,
+    },
     /// Its release was answered: remembered as released.
     Released,
 }
@@ -230,7 +237,7 @@ impl LockModel {
                         self.local[owner] = match self.local[owner] {
                             Local::Held { count, .. } if count > 1 => Local::Held {
                                 count: count - 1,
-                                lost: true,
+                                lost: reason.lost(),
                             },
                             Local::Held { .. } => Local::Released,
                             other => other,
@@ -252,16 +259,19 @@ impl LockModel {
                 } else {
                     self.local[owner] = Local::Held {
                         count: remaining,
-                        lost: false,
+                        lost: None,
                     };
                 }
                 Answer::Released { remaining }
             }
             Op::Extend { who, ttl_s, .. } => {
                 let owner = Cast::OWNER[who];
-                let refused = self.owned_by(who).is_err();
-                if let (true, Local::Held { count, .. }) = (refused, self.local[owner]) {
-                    self.local[owner] = Local::Held { count, lost: true };
+                let refused = self.owned_by(who).err();
+                if let (Some(reason), Local::Held { count, .. }) = (refused, self.local[owner]) {
+                    self.local[owner] = Local::Held {
+                        count,
+                        lost: reason.lost(),
+                    };
                 }
                 self.owned_by(who).map_or_else(Answer::NotOwned, |h| {
                     let lease = ttl_s.map_or(Cast::options(who).ttl, Duration::from_secs);
@@ -278,11 +288,35 @@ impl LockModel {
     }
 
     fn acquire(&mut self, who: usize, sent: Instant, issued: &mut u64) -> Answer {
+        let owner = Cast::OWNER[who];
+        if let Local::Held { count, lost } = self.local[owner] {
+            // Inside a scope of a lost holding: lost too, with no request.
+            if let Some(reason) = lost {
+                return Answer::Lost(reason);
+            }
+            // A re-entry that finds the holding gone from Redis is lost; a
+            // fresh take it made (a token issued) is given back at once.
+            let reason = match &self.holding {
+                Some(h) if h.owner == owner => None,
+                Some(_) => Some(LostReason::HeldByAnother),
+                None => {
+                    *issued += 1;
+                    Some(LostReason::Expired)
+                }
+            };
+            if let Some(reason) = reason {
+                self.local[owner] = Local::Held {
+                    count,
+                    lost: Some(reason),
+                };
+                return Answer::Lost(reason);
+            }
+        }
         let answer = self.acquire_in_redis(who, sent, issued);
         if let Answer::Acquired(a) = answer {
-            self.local[Cast::OWNER[who]] = Local::Held {
+            self.local[owner] = Local::Held {
                 count: a.count,
-                lost: false,
+                lost: None,
             };
         }
         answer
@@ -348,6 +382,7 @@ async fn perform(redis: &RedisServer, locks: &[Vec<Lock>], op: Op) -> Result<Ans
         Op::Acquire { who, name } => match locks[name][who].try_acquire().await {
             Ok(Some(a)) => Ok(Answer::Acquired(a)),
             Ok(None) => Ok(Answer::Busy),
+            Err(Error::Lost { reason, .. }) => Ok(Answer::Lost(reason)),
             Err(e) => Err(format!("{op:?}: {e:?}")),
         },
         Op::AcquireWaiting { who, name, wait_ms } => {
@@ -355,6 +390,7 @@ async fn perform(redis: &RedisServer, locks: &[Vec<Lock>], op: Op) -> Result<Ans
             let start = Instant::now();
             match locks[name][who].acquire(Wait::For(wait)).await {
                 Ok(a) => Ok(Answer::Acquired(a)),
+                Err(Error::Lost { reason, .. }) => Ok(Answer::Lost(reason)),
                 Err(Error::Timeout { .. }) if start.elapsed() >= wait => Ok(Answer::Busy),
                 Err(Error::Timeout { .. }) => Err(format!(
                     "{op:?}: timed out after {:?}, before its deadline",
@@ -400,6 +436,7 @@ struct Tally {
     nested_releases: AtomicUsize,
     busy: AtomicUsize,
     not_owned: AtomicUsize,
+    lost: AtomicUsize,
 }
 
 impl Tally {
@@ -410,6 +447,7 @@ impl Tally {
             Answer::Released { remaining } if remaining > 0 => &self.nested_releases,
             Answer::Busy => &self.busy,
             Answer::NotOwned(_) => &self.not_owned,
+            Answer::Lost(_) => &self.lost,
             _ => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -450,6 +488,14 @@ async fn run_sequence(redis: &RedisServer, ops: &[Op]) -> Result<usize, TestCase
                     prop_assert_eq!(lock.fencing_token(), Some(a.fencing_token));
                 }
                 Answer::Released { remaining } => prop_assert_eq!(lock.count(), remaining),
+                Answer::Lost(reason) => {
+                    prop_assert_eq!(lock.lost(), Some(reason), "step {} local loss", step);
+                    let held = match model[name].local[Cast::OWNER[who]] {
+                        Local::Held { count, .. } => count,
+                        _ => 0,
+                    };
+                    prop_assert_eq!(lock.count(), held, "step {}: a lost scope's count", step)
+                }
                 Answer::NotOwned(_) if matches!(op, Op::Release { .. }) => {
                     // Forgotten, or kept (lost) for the scopes outside it.
                     let outer = match model[name].local[Cast::OWNER[who]] {
@@ -515,6 +561,7 @@ static TALLY: Tally = Tally {
     nested_releases: AtomicUsize::new(0),
     busy: AtomicUsize::new(0),
     not_owned: AtomicUsize::new(0),
+    lost: AtomicUsize::new(0),
 };
 
 #[test]
@@ -531,7 +578,7 @@ fn random_operation_sequences_by_several_owners_agree_with_the_model() {
     let t = &TALLY;
     let load = |c: &AtomicUsize| c.load(Ordering::Relaxed);
     println!(
-        "sequences: {} cases, {} steps ({} fresh acquisitions, {} re-entries, {} nested releases, {} busy, {} not owner) in {:?}",
+        "sequences: {} cases, {} steps ({} fresh acquisitions, {} re-entries, {} nested releases, {} busy, {} not owner, {} lost inside a lost scope) in {:?}",
         load(&t.cases),
         load(&t.steps),
         load(&t.fresh),
@@ -539,6 +586,7 @@ fn random_operation_sequences_by_several_owners_agree_with_the_model() {
         load(&t.nested_releases),
         load(&t.busy),
         load(&t.not_owned),
+        load(&t.lost),
         started.elapsed()
     );
     assert!(load(&t.cases) >= SEQUENCES as usize);

@@ -343,3 +343,51 @@ async fn a_release_answers_the_count_a_majority_still_has() {
     let other = client.lock("stale").unwrap();
     assert!(other.try_acquire().await.unwrap().is_some());
 }
+
+/// Each master keeps its own fence counter, and an acquisition reports the
+/// largest token of the masters that answered: a re-entry answered by
+/// another quorum than the first acquisition may carry another token. It is
+/// still a re-entry (counted above 1), never a loss or a give-back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_entry_answered_by_another_quorum_is_no_loss() {
+    let nodes = Masters::start(3);
+    let options = ClientOptions::default().node_timeout(Duration::from_millis(150));
+    let client = Client::connect_urls(&nodes.urls(), options).await.unwrap();
+    let lock = client
+        .lock_with(
+            "diverged",
+            LockOptions::default().ttl(Duration::from_secs(30)),
+        )
+        .unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    lock.release().await.unwrap();
+    let counters: Vec<String> = nodes[2].conn().keys("rlock:fence*").unwrap();
+    let _: i64 = nodes[2].conn().incr(&counters[0], 100).unwrap();
+    // The first acquisition answered by masters 0 and 1 in time ...
+    let stall = nodes[2].stall(0.6);
+    let outer = lock.acquire(Wait::Once).await.unwrap();
+    stall.join().unwrap();
+    let applied = eventually(Duration::from_secs(3), || {
+        nodes[2]
+            .conn()
+            .exists::<_, bool>("rlock:{diverged}")
+            .unwrap()
+    })
+    .await;
+    assert!(applied, "master 2 never applied the acquisition");
+    // ... the re-entry by masters 1 and 2, whose token is master 2's.
+    let stall = nodes[0].stall(0.6);
+    let nested = lock.acquire(Wait::Once).await;
+    stall.join().unwrap();
+    let nested = nested.expect("a re-entry failed");
+    assert_eq!(nested.count, 2);
+    assert_eq!(lock.lost(), None);
+    assert!(outer.fencing_token > 0);
+    assert_eq!(
+        held_on(&nodes, "rlock:{diverged}"),
+        3,
+        "the holding was given back"
+    );
+    assert_eq!(lock.release().await.unwrap(), 1);
+    assert_eq!(lock.release().await.unwrap(), 0);
+}

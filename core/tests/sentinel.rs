@@ -84,6 +84,33 @@ async fn sync_replicas_acquires_only_what_a_replica_acknowledged() {
     assert!(held.fencing_token >= 1);
 }
 
+/// A re-entry too few replicas acknowledged is undone like any other
+/// acquisition: the outer holding goes on, not lost (nobody else holds it).
+#[tokio::test]
+async fn a_re_entry_too_few_replicas_acknowledged_loses_nothing() {
+    let mut group = SentinelGroup::start();
+    let client = Client::connect(&group.url()).await.unwrap();
+    let synced = LockOptions::default()
+        .ttl(Duration::from_secs(10))
+        .sync_replicas(Some(1));
+    let lock = client.lock_with("re-replicated", synced).unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    group.replica.stop();
+    let nested = lock.acquire(Wait::Once).await;
+    assert!(
+        matches!(nested, Err(rlock_core::Error::Timeout { .. })),
+        "{nested:?}"
+    );
+    let owner: Option<String> = group
+        .primary
+        .conn()
+        .hget("rlock:{re-replicated}", "owner")
+        .unwrap();
+    assert_eq!(owner.as_deref(), Some(lock.owner()), "still held in Redis");
+    assert_eq!(lock.lost(), None, "the outer holding was marked lost");
+    assert_eq!(lock.count(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_replicas_holds_read_write_locks_and_permits_only_when_a_replica_has_them() {
     let mut group = SentinelGroup::start();

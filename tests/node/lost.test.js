@@ -32,6 +32,26 @@ test('a lock key deleted from outside aborts lock.signal with an ERR_LOCK_LOST r
   await lock.release()
 })
 
+test('an acquisition inside a lost scope rejects ERR_LOCK_LOST and frees nothing', async () => {
+  const lock = env.client.lock('outlived', { ttlMs: 400, autoRenew: false })
+  await lock.acquire()
+  // Redis keeps the key longer than this client's lease: lost by the clock
+  // while the key is still this owner's.
+  await env.redis.cli('PEXPIRE', 'rlock:{outlived}', '30000')
+  await aborted(lock.signal, 3000)
+  const err = await lock.acquire().catch((e) => e)
+  assert.ok(err instanceof LockLostError, String(err))
+  assert.equal(err.code, 'ERR_LOCK_LOST')
+  assert.equal(await env.redis.cli('HGET', 'rlock:{outlived}', 'count'), '1')
+  assert.equal(await env.client.lock('outlived').tryAcquire(), false)
+  // Redis still held it for this owner: the release frees it.
+  await lock.release()
+  assert.equal(await env.redis.cli('EXISTS', 'rlock:{outlived}'), '0', 'freed when the scope ended')
+  await lock.acquire()
+  assert.equal(lock.lost, false)
+  await lock.release()
+})
+
 test('a signal read before acquire() covers the holding that follows', async () => {
   const lock = env.client.lock('watched-early', { ttlMs: 600 })
   const signal = lock.signal

@@ -251,6 +251,19 @@ def test_a_failed_loader_raises_in_its_caller_and_CacheLoaderError_in_every_wait
     assert not server.redis.exists(entry_key(name), rebuild_key(name))
 
 
+def test_an_async_loader_that_raises_raises_in_its_caller_and_leaves_nothing(
+    aclient: rlock.AsyncClient, server: RedisServer, name: str
+) -> None:
+    async def failing() -> Any:
+        await asyncio.sleep(0)
+        raise KeyError("no such product")
+
+    with pytest.raises(KeyError, match="no such product"):
+        run(aclient.cached(name, failing, ttl=60))
+    assert not server.redis.exists(entry_key(name), rebuild_key(name)), "no lock, no entry left"
+    assert run(aclient.cached(name, lambda: "loaded", ttl=60)) == "loaded"
+
+
 def test_with_on_error_retry_a_waiter_loads_after_a_failure(
     client: rlock.Client, clients: List[rlock.Client], server: RedisServer, name: str
 ) -> None:
@@ -574,6 +587,8 @@ BAD: List[Tuple[str, Callable[[rlock.Client, rlock.AsyncClient], Any], type]] = 
     ("async client jitter", lambda c, a: a.cached("k", lambda: 1, ttl=1, jitter=-1),
      ValueError),
     ("async invalidate empty key", lambda c, a: a.invalidate(""), ValueError),
+    ("async client loader not callable", lambda c, a: a.cached("k", 42, ttl=60), TypeError),
+    ("decorating what is not callable", lambda c, a: rlock.cached("k", ttl=1)(42), TypeError),
     ("decorator ttl 0", lambda c, a: rlock.cached("k", ttl=0), ValueError),
     ("decorator unknown keyword", lambda c, a: rlock.cached("k", ttl=1, stal=3), TypeError),
     ("decorator key not str", lambda c, a: rlock.cached(42, ttl=1), TypeError),

@@ -93,6 +93,27 @@ def test_a_lock_taken_over_by_another_owner_is_lost(
     assert server.redis.hget(lock_key(name), "owner") == "someone-else"
 
 
+def test_a_nested_with_inside_a_lost_scope_raises_lock_lost_and_frees_nothing(
+    client: rlock.Client, server: RedisServer, name: str
+) -> None:
+    lock = client.lock(name, ttl=0.4, auto_renew=False)
+    with pytest.raises(rlock.LockLost) as outer:
+        with lock:
+            # Redis keeps the key longer than this client's lease: lost by the
+            # clock while the key is still this owner's.
+            server.redis.pexpire(lock_key(name), 30_000)
+            assert eventually(lambda: lock.lost, within=3)
+            with pytest.raises(rlock.LockLost, match="auto-renew is off"):
+                with lock:
+                    pytest.fail("entered a nested scope of a lost lock")
+            assert server.redis.hget(lock_key(name), "count") == "1"
+            assert not client.lock(name).acquire(blocking=False)
+    assert outer.value.name == name
+    assert not server.redis.exists(lock_key(name)), "freed when the outer scope ended"
+    with lock:  # and taken afresh after it
+        assert not lock.lost
+
+
 def test_body_exception_is_never_masked_by_a_lost_lock(
     client: rlock.Client, server: RedisServer, name: str
 ) -> None:

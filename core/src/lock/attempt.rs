@@ -9,7 +9,8 @@ use std::task::{self, Poll};
 use tokio::time::Instant;
 
 use super::Lock;
-use crate::error::Result;
+use crate::error::{Error, LostReason, NotOwnedReason, Result};
+use crate::holdings::HoldingView;
 use crate::redis::deployment::Attempt;
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
 
@@ -31,20 +32,38 @@ impl Lock {
         let context = self.context();
         let _request = self.turn.request.lock().await;
         let lease = self.options.first_lease();
+        // What this owner holds, read once: the request carries it, so a
+        // resend after a lost reply is recognised, and the reply is checked
+        // against it.
+        let held = match context.holdings.view(&self.keys.lock, &self.owner) {
+            Some(v) => match v.lost {
+                None => Some(v),
+                // A scope of this owner runs on a lost holding: an
+                // acquisition inside it is lost too. Taking the lock afresh
+                // here would merge the scopes, and the inner one's release
+                // would free the lock under the outer one, which would never
+                // hear of its loss.
+                Some(reason) if v.open_scopes() => return Err(self.lost_error(reason)),
+                Some(_) => None,
+            },
+            None => None,
+        };
         let request = AcquireRequest {
             keys: &self.keys,
             owner: &self.owner,
             lease,
-            believed: context
-                .holdings
-                .believed_count(&self.keys.lock, &self.owner),
-            enqueue,
+            believed: held.map_or(0, |v| v.count),
+            // A re-entry never waits in line: a busy answer is a loss.
+            enqueue: enqueue && held.is_none(),
             replicas: self.options.sync_replicas,
             kind: self.kind,
             fair: self.options.fair,
         };
         let mut sent = Instant::now();
         let mut attempt = context.deployment.acquire(&request).await?;
+        if let Some(view) = held {
+            self.check_re_entry(view, &attempt).await?;
+        }
         let drift = context.deployment.drift(lease);
         let late = |sent: Instant| Instant::now() + drift >= sent + lease;
         // (Redlock's own validity check refuses a late majority already.)
@@ -59,11 +78,16 @@ impl Lock {
                 // extension it times itself does, or shows it ended; if
                 // that fails or is late too, the grant is given back.
                 sent = Instant::now();
-                let lease_ms = lease.as_millis() as u64;
                 let replicas = self.options.sync_replicas;
                 let confirmed = context
                     .deployment
-                    .extend(&self.keys, &self.owner, lease_ms, replicas, fence)
+                    .extend(
+                        &self.keys,
+                        &self.owner,
+                        lease.as_millis() as u64,
+                        replicas,
+                        fence,
+                    )
                     .await;
                 let why = match confirmed {
                     Ok(Ok(_)) if !late(sent) => None,
@@ -72,15 +96,7 @@ impl Lock {
                     Err(e) => Some(format!("and confirming it failed ({e})")),
                 };
                 if let Some(why) = why {
-                    let given_back = context
-                        .deployment
-                        .release(&self.keys, &self.owner, lease_ms, ReleaseOf::grant(fence))
-                        .await;
-                    if given_back.is_err() {
-                        self.clone().clean_up(move |lock| async move {
-                            lock.pass_on_persistently(fence).await
-                        });
-                    }
+                    self.give_back(fence).await;
                     attempt = Attempt::Busy {
                         retry_in_ms: rand::random_range(5..=50),
                         cause: Some(format!("granted, but the reply came after its lease {why}")),
@@ -112,6 +128,59 @@ impl Lock {
                 .acquired(&self.terms(), fence, count, sent, drift);
         }
         Ok(attempt)
+    }
+
+    /// A re-entry is answered by the holding it re-enters (counted above 1,
+    /// under the same token on one deployment; Redlock's token is the
+    /// largest of the masters that answered, which may differ from one
+    /// quorum to the next), or that holding ended in Redis while this owner
+    /// still held it by its clock: a fresh take is given back, and the
+    /// holding and this acquisition are lost. A busy answer is a loss only
+    /// when it is plain: one given back for too few replicas, or Redlock's
+    /// (a minority of masters unreachable), leaves the wait to go on.
+    async fn check_re_entry(&self, held: HoldingView, attempt: &Attempt) -> Result<()> {
+        let context = self.context();
+        let redlock = context.deployment.is_redlock();
+        let reason = match *attempt {
+            Attempt::Held { fence, count } if count > 1 && (redlock || fence == held.fence) => {
+                return Ok(())
+            }
+            Attempt::Held { fence, .. } => {
+                self.give_back(fence).await;
+                NotOwnedReason::Expired
+            }
+            Attempt::Busy {
+                backoff: false,
+                undone: None,
+                ..
+            } if !redlock => NotOwnedReason::HeldByAnother,
+            Attempt::Busy { .. } => return Ok(()),
+        };
+        context.holdings.lose(&self.keys.lock, &self.owner, reason);
+        let lost = self.lost().unwrap_or(LostReason::Expired);
+        Err(self.lost_error(lost))
+    }
+
+    /// Gives back a grant this owner must not keep (token `fence`), in the
+    /// background until Redis answers if this try fails.
+    async fn give_back(&self, fence: u64) {
+        let lease_ms = self.options.first_lease().as_millis() as u64;
+        let given_back = self
+            .context()
+            .deployment
+            .release(&self.keys, &self.owner, lease_ms, ReleaseOf::grant(fence))
+            .await;
+        if given_back.is_err() {
+            self.clone()
+                .clean_up(move |lock| async move { lock.pass_on_persistently(fence).await });
+        }
+    }
+
+    fn lost_error(&self, reason: LostReason) -> Error {
+        Error::Lost {
+            name: self.name.to_string(),
+            reason,
+        }
     }
 }
 

@@ -154,12 +154,10 @@ impl Lock {
         let lease = self.options.first_lease();
         let replicas = self.options.sync_replicas;
         let _turn = self.turn.request.lock().await;
-        if self
-            .view()
-            .is_some_and(|v| v.fence == fence && v.lost.is_none())
-        {
+        if self.view().is_some_and(|v| v.fence == fence) {
             // A single attempt of this owner took this grant meanwhile: this
-            // wait re-enters it with its next attempt instead.
+            // wait re-enters it with its next attempt instead (which finds
+            // it lost, if it was lost since).
             return Ok(None);
         }
         let now = Instant::now();

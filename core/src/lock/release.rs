@@ -21,13 +21,17 @@ pub(super) async fn run(lock: &Lock) -> Result<u32> {
     // The holder's view, carried by the request so that a resend is
     // recognised (see `ReleaseOf`).
     let view = context.holdings.view(&lock.keys.lock, &lock.owner);
+    // A lost holding is released as the holder counts it too: Redis may
+    // hold it still, its count ahead of the holder's (a re-entry applied
+    // whose replies were lost), and the scopes the holder has are all
+    // there are to end.
     let of = match view {
-        Some(v) if v.lost.is_none() => ReleaseOf {
+        Some(v) => ReleaseOf {
             before: i64::from(v.count),
             fence: v.fence,
-            last_valid_until: (v.count == 1).then_some(v.expires_at),
+            last_valid_until: (v.count == 1 && v.lost.is_none()).then_some(v.expires_at),
         },
-        _ => ReleaseOf::ANY,
+        None => ReleaseOf::ANY,
     };
     let releasing = context.holdings.releasing(&lock.keys.lock, &lock.owner);
     let sent = Instant::now();

@@ -74,18 +74,25 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| {
                 // The bus port defaults to port + 10000, which may not exist
-                // for a high free port: choose it too.
-                let bus = free_port().to_string();
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-port",
-                    &bus,
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "1000",
-                ])
+                // for a high free port: chosen too, afresh on each try (the
+                // one chosen may be taken as well).
+                let args = |port: u16| {
+                    [
+                        "--port",
+                        &port.to_string(),
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-port",
+                        &free_port().to_string(),
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "1000",
+                    ]
+                    .map(String::from)
+                    .to_vec()
+                };
+                RedisServer::launch(args, |_| None)
             })
             .collect();
         let addrs: Vec<String> = nodes
