@@ -206,6 +206,13 @@ impl Lock {
         }
     }
 
+    fn lost_error(&self, reason: LostReason) -> Error {
+        Error::Lost {
+            name: self.name.to_string(),
+            reason,
+        }
+    }
+
     fn terms(&self) -> HoldTerms {
         HoldTerms {
             name: self.name.clone(),
@@ -240,10 +247,7 @@ impl Lock {
             },
             (None, _) => return released.map(|_| ()),
         };
-        Err(Error::Lost {
-            name: self.name.to_string(),
-            reason,
-        })
+        Err(self.lost_error(reason))
     }
 
     /// [`finish`](Self::finish) for a scope that owns the handle rather than an

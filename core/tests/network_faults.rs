@@ -525,3 +525,36 @@ async fn a_lost_holding_whose_redis_count_ran_ahead_is_released_whole() {
     assert_eq!(again.count, 1);
     lock.release().await.unwrap();
 }
+
+/// A re-entry that finds its key gone takes the lock afresh, and gives that
+/// grant back; the give-back applied and its reply lost is sent again and
+/// recognised: the lock ends free, nothing else touched.
+#[tokio::test]
+async fn a_give_back_whose_reply_was_lost_still_leaves_the_lock_free() {
+    let (server, proxy, client) = behind_proxy().await;
+    let lock = client
+        .lock_with(
+            "given-back",
+            LockOptions::default().ttl(Duration::from_secs(30)),
+        )
+        .unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let _: () = server.conn().del("rlock:{given-back}").unwrap();
+    proxy.cut_on(RELEASE, Cut::AfterForward, 1);
+    let nested = lock.acquire(Wait::Once).await;
+    assert!(matches!(nested, Err(Error::Lost { .. })), "{nested:?}");
+    assert_eq!(proxy.cuts_done(), 1, "the give-back's reply was not cut");
+    let free = eventually(Duration::from_secs(5), || {
+        count(&server, "given-back").is_none()
+    })
+    .await;
+    assert!(free, "the fresh grant was kept");
+    let rival = Client::connect(&server.url()).await.unwrap();
+    let other = rival.lock("given-back").unwrap();
+    assert!(other.try_acquire().await.unwrap().is_some());
+    assert!(matches!(lock.finish().await, Err(Error::Lost { .. })));
+    assert!(
+        other.owned().await.unwrap(),
+        "the outer scope's end touched the new holder"
+    );
+}

@@ -9,7 +9,7 @@ use std::task::{self, Poll};
 use tokio::time::Instant;
 
 use super::Lock;
-use crate::error::{Error, LostReason, NotOwnedReason, Result};
+use crate::error::{LostReason, NotOwnedReason, Result};
 use crate::holdings::HoldingView;
 use crate::redis::deployment::Attempt;
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
@@ -78,16 +78,11 @@ impl Lock {
                 // extension it times itself does, or shows it ended; if
                 // that fails or is late too, the grant is given back.
                 sent = Instant::now();
+                let lease_ms = lease.as_millis() as u64;
                 let replicas = self.options.sync_replicas;
                 let confirmed = context
                     .deployment
-                    .extend(
-                        &self.keys,
-                        &self.owner,
-                        lease.as_millis() as u64,
-                        replicas,
-                        fence,
-                    )
+                    .extend(&self.keys, &self.owner, lease_ms, replicas, fence)
                     .await;
                 let why = match confirmed {
                     Ok(Ok(_)) if !late(sent) => None,
@@ -173,13 +168,6 @@ impl Lock {
         if given_back.is_err() {
             self.clone()
                 .clean_up(move |lock| async move { lock.pass_on_persistently(fence).await });
-        }
-    }
-
-    fn lost_error(&self, reason: LostReason) -> Error {
-        Error::Lost {
-            name: self.name.to_string(),
-            reason,
         }
     }
 }
