@@ -235,9 +235,10 @@ impl LockModel {
                         // scopes; a holding of one scope is forgotten as
                         // released.
                         self.local[owner] = match self.local[owner] {
-                            Local::Held { count, .. } if count > 1 => Local::Held {
+                            // The first reason a holding was lost by stays.
+                            Local::Held { count, lost } if count > 1 => Local::Held {
                                 count: count - 1,
-                                lost: reason.lost(),
+                                lost: lost.or(reason.lost()),
                             },
                             Local::Held { .. } => Local::Released,
                             other => other,
@@ -267,10 +268,10 @@ impl LockModel {
             Op::Extend { who, ttl_s, .. } => {
                 let owner = Cast::OWNER[who];
                 let refused = self.owned_by(who).err();
-                if let (Some(reason), Local::Held { count, .. }) = (refused, self.local[owner]) {
+                if let (Some(reason), Local::Held { count, lost }) = (refused, self.local[owner]) {
                     self.local[owner] = Local::Held {
                         count,
-                        lost: reason.lost(),
+                        lost: lost.or(reason.lost()),
                     };
                 }
                 self.owned_by(who).map_or_else(Answer::NotOwned, |h| {
