@@ -146,14 +146,23 @@ local function next_fence(fence_key, legacy_key)
   return fence
 end
 
+-- Redis' clock in milliseconds.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- Makes `owner` the holder with the token `fence`; `previous` names the
 -- holding that handed it over ('owner:fence'), so that holder's release,
--- sent again after its reply was lost, knows it was applied.
+-- sent again after its reply was lost, knows it was applied. `since` (Redis'
+-- clock, ms) tells inspection how long it has been held.
 local function take(lock_key, owner, fence, lease_ms, previous)
+  local since = string.format('%d', now_ms())
   if previous then
-    redis.call('HSET', lock_key, 'owner', owner, 'count', 1, 'fence', fence, 'previous', previous)
+    redis.call('HSET', lock_key, 'owner', owner, 'count', 1, 'fence', fence, 'since', since,
+      'previous', previous)
   else
-    redis.call('HSET', lock_key, 'owner', owner, 'count', 1, 'fence', fence)
+    redis.call('HSET', lock_key, 'owner', owner, 'count', 1, 'fence', fence, 'since', since)
   end
   redis.call('PEXPIRE', lock_key, lease_ms)
   return fence

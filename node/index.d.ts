@@ -1,5 +1,7 @@
 // Types of the redis-rlock package (its JS face is node/index.js).
 
+import { EventEmitter } from 'node:events'
+
 export interface ConnectOptions {
   /** Prefix of every key: `PREFIX:{NAME}`. Default `'rlock'`. */
   prefix?: string
@@ -104,7 +106,85 @@ export interface CacheOptions {
   lockTtlMs?: number
 }
 
-export declare class Client {
+/** Why a lease was lost, as the 'lost' event and `stats().lost` name it. */
+export type LostReason = 'expired' | 'held_by_another' | 'unreachable' | 'max_hold' | 'lease_ended' | 'closed'
+
+/** The events a `Client` emits, each with one details object. */
+export interface ClientEvents {
+  /** A holding's lease was lost (once per holding; not for the client's own `close()`). */
+  lost: [{ name: string; reason: LostReason; fence: number }]
+  /** Redis did not confirm a renewal in time; retried until the lease ends. */
+  renewalFailed: [{ name: string }]
+  /** A connection to `server` dropped; the next request makes a new one. */
+  reconnect: [{ server: string }]
+  /** A background task failed. Emitted only while an 'error' listener is set. */
+  error: [{ message: string }]
+}
+
+/** What a client registered about itself, for inspection. */
+export interface ClientInfo {
+  host: string | null
+  pid: number | null
+  process: string | null
+  /** The runtime: `'node 20.1.0'`, `'python 3.11.4'`, `'rust'`, `'cli'`. */
+  face: string | null
+  version: string | null
+  /** When it registered (ms since the Unix epoch). */
+  since_ms: number | null
+}
+
+/** A holder or a waiter. */
+export interface Party {
+  owner: string
+  client_id: string
+  /** Within the client: a handle's or scope's serial in Node, `pid:tN:thread` or `pid:aN:task` in Python. */
+  unit: string
+  /** null once that client's registration ran out (it stopped, or its lease ended). */
+  client: ClientInfo | null
+}
+
+/** A lock as Redis has it at one moment (`client.inspect()`). */
+export interface Inspection {
+  name: string
+  held: boolean
+  owner: string | null
+  /** Lease left. */
+  ttl_ms: number | null
+  /** Re-entries of the holding. */
+  count: number
+  fence: number | null
+  fence_counter: number
+  /** How long the current holding has been held. */
+  held_ms: number | null
+  waiting: number
+  holder: Party | null
+  /** The first waiters in line, in order. */
+  waiters: Party[]
+}
+
+/** A histogram: `buckets` are `[leSeconds, cumulative]`, the last bound null (+Inf). */
+export interface Timings {
+  count: number
+  sum_ms: number
+  buckets: Array<[number | null, number]>
+}
+
+/** What a client counted since it connected. */
+export interface Stats {
+  acquisitions: number
+  contended_acquisitions: number
+  timeouts: number
+  releases: number
+  renewals: number
+  renewal_round_trips: number
+  renewal_failures: number
+  lost: Record<LostReason, number>
+  reconnects: number
+  wait: Timings
+  hold: Timings
+}
+
+export declare class Client extends EventEmitter<ClientEvents> {
   private constructor()
   /**
    * Connects to `url` (default: `REDIS_URL`, else `redis://127.0.0.1:6379`):
@@ -158,6 +238,12 @@ export declare class Client {
   cached<T>(key: string, loader: () => T | PromiseLike<T>, options: CacheOptions): Promise<T | undefined>
   /** Deletes the cache entry `key` (true when there was one): the next read rebuilds it. */
   invalidate(key: string): Promise<boolean>
+  /** Who holds the lock `name` and who waits for it, as Redis has it now. */
+  inspect(name: string): Promise<Inspection>
+  /** What this client counted since it connected (no I/O). */
+  stats(): Stats
+  /** `stats()` in the Prometheus text exposition format. */
+  prometheus(): string
   /**
    * Releases the locks still held (best effort, within 2 s; they count as lost
    * and their `signal` aborts), ends waits in progress, stops renewing and closes

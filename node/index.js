@@ -6,6 +6,7 @@
 // as is: no extra promise hop on the way back.
 
 const { AsyncLocalStorage } = require('node:async_hooks')
+const { EventEmitter } = require('node:events')
 const native = require('./native.js')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
@@ -351,13 +352,30 @@ function identity(client, kind, name) {
   return { client, kind, name, owner: `n${serial}` }
 }
 
-class Client {
+/**
+ * Events (each also told by the core's log): 'lost' `{ name, reason, fence }`
+ * when a lease is lost, 'renewalFailed' `{ name }` when Redis did not confirm
+ * a renewal (retried until the lease ends), 'reconnect' `{ server }` when a
+ * connection dropped, 'error' `{ message }` when a background task failed
+ * (told only to a listener: with none, it is not thrown).
+ */
+class Client extends EventEmitter {
   #native
 
   /** @private Use `Client.connect()`. */
   constructor(token, nativeClient) {
     if (token !== CONSTRUCT) throw new TypeError('use Client.connect() to make a Client')
+    super()
     this.#native = nativeClient
+    // A weak reference: the native side must not keep the client alive.
+    const self = new WeakRef(this)
+    nativeClient.watchEvents((kind, details) => self.deref()?.#event(kind, details))
+  }
+
+  #event(kind, details) {
+    // An 'error' with no listener would throw from nowhere: the log has it.
+    if (kind === 'error' && this.listenerCount('error') === 0) return
+    this.emit(kind, JSON.parse(details))
   }
 
   /**
@@ -372,7 +390,8 @@ class Client {
     expect(prefix === undefined || typeof prefix === 'string', 'prefix', 'a string', prefix)
     expect(typeof cluster === 'boolean', 'cluster', 'a boolean', cluster)
     const ca = pem(tlsCa)
-    const connected = await native.connect(urls, prefix, cluster, ca, makeError)
+    const face = `node ${process.versions.node}`
+    const connected = await native.connect(urls, prefix, cluster, ca, makeError, face)
     return new Client(CONSTRUCT, connected)
   }
 
@@ -476,6 +495,35 @@ class Client {
   async invalidate(key) {
     expectName(key, 'key')
     return this.#native.invalidate(key)
+  }
+
+  /**
+   * Who holds the lock `name` and who waits for it, as Redis has it now:
+   * `{ name, held, owner, ttl_ms, count, fence, fence_counter, held_ms,
+   * waiting, holder, waiters }`, `holder` and each waiter a party `{ owner,
+   * client_id, unit, client }`, where `client` is what that client
+   * registered (`{ host, pid, process, face, version, since_ms }`), null
+   * once its registration ran out.
+   */
+  async inspect(name) {
+    expectName(name)
+    return JSON.parse(await this.#native.inspect(name))
+  }
+
+  /**
+   * What this client counted since it connected (no I/O): acquisitions,
+   * contended_acquisitions, timeouts, releases, renewals,
+   * renewal_round_trips, renewal_failures, reconnects, lost (by reason), and
+   * the wait and hold histograms `{ count, sum_ms, buckets }` (`buckets`:
+   * `[leSeconds, cumulative]` pairs, the last bound null for +Inf).
+   */
+  stats() {
+    return JSON.parse(this.#native.stats())
+  }
+
+  /** `stats()` in the Prometheus text format, for a `/metrics` endpoint. */
+  prometheus() {
+    return this.#native.prometheus()
   }
 
   /**

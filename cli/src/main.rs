@@ -8,7 +8,11 @@ mod command;
 mod error;
 mod exec;
 mod exit;
+mod holder;
+mod list;
 mod status;
+mod unlock;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -20,6 +24,10 @@ use rlock_core::{Client, ClientOptions, Error};
 #[derive(Parser)]
 #[command(name = "rlock", version, about = "Redis distributed lock: run a command while holding it, inspect it, or cache a command's output", after_help = exit::TABLE)]
 struct Cli {
+    /// Log to stderr: -v lost leases, failed renewals and reconnects; -vv
+    /// each operation too.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -40,6 +48,15 @@ enum Command {
     /// Delete the cache entry KEY, so that the next `rlock cached KEY` runs CMD.
     #[command(after_help = exit::TABLE)]
     Invalidate(cached::InvalidateArgs),
+    /// List the held locks under the prefix whose names match PATTERN, with holder and lease.
+    #[command(after_help = exit::TABLE)]
+    List(list::ListArgs),
+    /// Free the lock NAME whoever holds it, as its holder's release would (--force required).
+    #[command(after_help = exit::TABLE)]
+    Unlock(unlock::UnlockArgs),
+    /// Follow the lock NAME until Ctrl-C: acquired, released, handed over, expired, waiters.
+    #[command(after_help = exit::TABLE)]
+    Watch(watch::WatchArgs),
 }
 
 /// Where the lock lives.
@@ -78,7 +95,8 @@ impl Connection {
         let options = ClientOptions::default()
             .prefix(&self.prefix)
             .cluster(self.cluster)
-            .tls_ca_pem(tls_ca);
+            .tls_ca_pem(tls_ca)
+            .face("cli");
         Client::connect_urls(&urls, options).await
     }
 }
@@ -96,6 +114,9 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if cli.verbose > 0 {
+        log_to_stderr(cli.verbose);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -112,7 +133,25 @@ fn main() -> ExitCode {
             Command::Status(args) => status::run(args).await,
             Command::Cached(args) => cached::run(args).await,
             Command::Invalidate(args) => cached::invalidate(args).await,
+            Command::List(args) => list::run(args).await,
+            Command::Unlock(args) => unlock::run(args).await,
+            Command::Watch(args) => watch::run(args).await,
         }
     });
     ExitCode::from(code)
+}
+
+/// The core's events on stderr (the commands' own output stays on stdout).
+fn log_to_stderr(verbose: u8) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let level = if verbose > 1 {
+        LevelFilter::DEBUG
+    } else {
+        LevelFilter::INFO
+    };
+    let _ = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(Targets::new().with_target("rlock", level))
+        .try_init();
 }

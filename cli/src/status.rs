@@ -3,17 +3,20 @@
 //! text or one JSON object.
 
 use clap::Args;
-use rlock_core::{Client, LockOptions, SharedState};
+use rlock_core::{Client, Inspection, LockOptions, SharedState};
 
 use crate::error::fail;
-use crate::Connection;
+use crate::{holder, Connection};
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {
     #[command(flatten)]
     connection: Connection,
-    /// Print one JSON object: {"name", "held", "ttl_ms", "count", "fence",
-    /// "fence_counter", "rwlock", "semaphore"}; the last two are null when
+    /// Print one JSON object: {"name", "held", "owner", "ttl_ms", "count", "fence",
+    /// "fence_counter", "held_ms", "holder", "waiting", "waiters", "rwlock",
+    /// "semaphore"}; a holder or waiter is {"owner", "client_id", "unit",
+    /// "client"}, its client {"host", "pid", "process", "face", "version",
+    /// "since_ms"} (null without a registration); the last two are null when
     /// nobody holds or waits on them, else {"readers", "writer", "waiting"}
     /// and {"permits", "used", "free", "holders", "waiting"}.
     #[arg(long)]
@@ -25,17 +28,20 @@ pub struct StatusArgs {
 /// The three locks of one name, read from Redis.
 struct States {
     mutex: rlock_core::LockState,
+    seen: Inspection,
     rwlock: Option<SharedState>,
     semaphore: Option<SharedState>,
 }
 
 async fn read(client: &Client, name: &str) -> rlock_core::Result<States> {
     let defaults = LockOptions::default;
-    let mutex = client.lock(name)?.state().await?;
+    let seen = client.inspect(name).await?;
+    let mutex = seen.state.clone();
     if client.is_redlock() {
         // Read-write locks and semaphores live in one deployment only.
         return Ok(States {
             mutex,
+            seen,
             rwlock: None,
             semaphore: None,
         });
@@ -47,6 +53,7 @@ async fn read(client: &Client, name: &str) -> rlock_core::Result<States> {
     let semaphore = busy(client.semaphore(name, 1, defaults())?.state().await?);
     Ok(States {
         mutex,
+        seen,
         rwlock,
         semaphore,
     })
@@ -66,15 +73,14 @@ pub async fn run(args: StatusArgs) -> u8 {
         Err(e) => return fail(&e),
     };
     if args.json {
-        println!("{}", json(&args.name, &states));
+        println!("{}", json(&states));
     } else {
         print!("{}", text(&args.name, &states));
     }
     0
 }
 
-fn json(name: &str, states: &States) -> serde_json::Value {
-    let state = &states.mutex;
+fn json(states: &States) -> serde_json::Value {
     let rwlock = states.rwlock.as_ref().map(|s| {
         serde_json::json!({
             "readers": s.holders.iter().filter(|h| !h.writes()).count(),
@@ -92,16 +98,10 @@ fn json(name: &str, states: &States) -> serde_json::Value {
             "waiting": s.waiting,
         })
     });
-    serde_json::json!({
-        "name": name,
-        "held": state.held,
-        "ttl_ms": state.ttl_ms,
-        "count": state.count,
-        "fence": state.fence,
-        "fence_counter": state.fence_counter,
-        "rwlock": rwlock,
-        "semaphore": semaphore,
-    })
+    let mut out = states.seen.to_json();
+    out["rwlock"] = serde_json::json!(rwlock);
+    out["semaphore"] = serde_json::json!(semaphore);
+    out
 }
 
 fn text(name: &str, states: &States) -> String {
@@ -111,16 +111,29 @@ fn text(name: &str, states: &States) -> String {
             format!("ttl {:.1} s", ms as f64 / 1000.0)
         });
         let fence = state.fence.map_or("none".to_owned(), |f| f.to_string());
-        format!(
+        let mut out = format!(
             "{name}: held ({ttl}, count {}, fence {fence})\n",
             state.count
-        )
+        );
+        if let Some(p) = &states.seen.holder {
+            let since = state
+                .held_for
+                .map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()));
+            out += &format!("  holder: {}{since}\n", holder::text(p));
+        }
+        out
     } else {
         // No token shown: the fence counter is its slot's, shared with other
         // names, so its value would read as this name's last token, which it
         // need not be (the JSON form keeps it, documented as the slot's).
         format!("{name}: free\n")
     };
+    if state.waiting > 0 {
+        out += &format!("  {} waiting in line\n", state.waiting);
+        for p in &states.seen.waiters {
+            out += &format!("  waiter: {}\n", holder::text(p));
+        }
+    }
     if let Some(s) = &states.rwlock {
         let readers = s.holders.iter().filter(|h| !h.writes()).count();
         let writer = match s.holders.iter().any(|h| h.writes()) {

@@ -113,9 +113,11 @@ impl Cache {
             Read::Load(rebuild) => load(rebuild, loader).await,
             Read::Refresh(entry, rebuild) => {
                 let runtime = self.client.context.runtime().clone();
+                let telemetry = self.client.context.telemetry.clone();
+                let key = self.key.clone();
                 runtime.spawn(async move {
                     if let Err(e) = load(rebuild, loader).await {
-                        tracing::warn!(error = %e, "cache refresh failed");
+                        telemetry.error(format!("cache refresh of {key} failed: {e}"));
                     }
                 });
                 Ok(entry.value)

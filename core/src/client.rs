@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::task::{self, Poll};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+
 use crate::cache::{Cache, CacheOptions};
 use crate::context::{Client, Context};
 use crate::error::{Error, Result};
@@ -23,6 +25,7 @@ use crate::redis::deployment::Deployment;
 use crate::redis::endpoint::{manager_config, Endpoint, Node, ReleaseOf};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
+use crate::telemetry::{metrics::Stats, Event, Telemetry};
 use crate::url::{certificates, Target};
 use crate::watchdog;
 
@@ -50,6 +53,9 @@ pub struct ClientOptions {
     /// For `rediss://`: the CA certificate (PEM) to trust instead of the
     /// public web roots, for servers with a private CA.
     pub tls_ca_pem: Option<Vec<u8>>,
+    /// Which package and runtime the client comes from (`python 3.11.4`),
+    /// written in its registration for inspection to show.
+    pub face: String,
 }
 
 impl Default for ClientOptions {
@@ -61,6 +67,7 @@ impl Default for ClientOptions {
             response_timeout: Duration::from_secs(2),
             node_timeout: Duration::from_millis(200),
             tls_ca_pem: None,
+            face: "rust".to_owned(),
         }
     }
 }
@@ -78,6 +85,11 @@ impl ClientOptions {
 
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
+        self
+    }
+
+    pub fn face(mut self, face: impl Into<String>) -> Self {
+        self.face = face.into();
         self
     }
 
@@ -121,10 +133,11 @@ impl Client {
             .collect::<Vec<_>>()
             .join(",");
         let failures = Failures(&secrets);
+        let telemetry = Arc::new(Telemetry::default());
         let nodes = if options.cluster {
-            vec![connect_cluster(&targets, &options, &failures).await?]
+            vec![connect_cluster(&targets, &options, &failures, &telemetry).await?]
         } else {
-            connect_masters(&targets, &options, &failures).await?
+            connect_masters(&targets, &options, &failures, &telemetry).await?
         };
         let deployment = Arc::new(Deployment::new(nodes, secrets, options.node_timeout));
         let context = Context::new(
@@ -132,13 +145,21 @@ impl Client {
             display,
             options.connect_timeout,
             deployment.clone(),
+            telemetry.clone(),
+            &options.face,
         );
+        // Before the first lock: inspection names this client from then on.
+        context
+            .registration
+            .renew(&deployment, &context.telemetry)
+            .await;
         context.runtime().spawn(watchdog::run(
             context.holdings.clone(),
+            context.registration.clone(),
             deployment,
             context.shutdown_signal(),
         ));
-        tracing::debug!(server = %context.display, "connected");
+        tracing::debug!(target: "rlock", server = %context.display, "connected");
         Ok(Client { context })
     }
 
@@ -229,6 +250,18 @@ impl Client {
         &self.context.display
     }
 
+    /// What this client counted since it connected.
+    pub fn stats(&self) -> Stats {
+        self.context.telemetry.metrics.snapshot()
+    }
+
+    /// The events of this client from now on: leases lost, renewals that
+    /// failed, reconnects and background errors (each also a `tracing`
+    /// event). A listener more than 1,024 events behind misses the oldest.
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.context.telemetry.subscribe()
+    }
+
     /// Whether locks take a majority of several independent masters.
     pub fn is_redlock(&self) -> bool {
         self.context.deployment.is_redlock()
@@ -255,15 +288,16 @@ impl Client {
             // Sleeping waiters attempt again, and hear that the client is closed.
             context.waiters.wake_all_channels();
             let closed = context.closed.clone();
+            let registration = context.registration.clone();
             context.runtime().spawn(async move {
                 let releases = held.iter().map(|given| give_back(&deployment, given));
-                let all = futures_util::future::join_all(releases);
+                let all = futures_util::future::join_all(releases)
+                    .then(|_| async { registration.remove(&deployment).await });
                 if tokio::time::timeout(CLOSE_RELEASES_WITHIN, all)
                     .await
                     .is_err()
                 {
-                    tracing::debug!(
-                        "close: Redis did not answer every release; those leases run out"
+                    tracing::debug!(target: "rlock", "close: Redis did not answer every release; those leases run out"
                     );
                 }
                 // The last handle on the connections but for requests still in
@@ -373,6 +407,7 @@ async fn connect_cluster(
     targets: &[Target],
     options: &ClientOptions,
     failures: &Failures<'_>,
+    telemetry: &Arc<Telemetry>,
 ) -> Result<Node> {
     let build = |protocol| {
         let mut builder =
@@ -404,7 +439,8 @@ async fn connect_cluster(
         .collect::<Vec<_>>()
         .join(",");
     let config = manager_config(options.connect_timeout, options.response_timeout);
-    Node::connect(cluster, format!("Cluster {seeds}"), config, false)
+    let label = format!("Cluster {seeds}");
+    Node::connect(cluster, label, config, false, telemetry.clone())
         .await
         .map_err(|f| failures.connection(f))
 }
@@ -415,6 +451,7 @@ async fn connect_masters(
     targets: &[Target],
     options: &ClientOptions,
     failures: &Failures<'_>,
+    telemetry: &Arc<Telemetry>,
 ) -> Result<Vec<Node>> {
     let redlock = targets.len() > 1;
     let config = manager_config(options.connect_timeout, options.response_timeout);
@@ -431,9 +468,15 @@ async fn connect_masters(
     for t in targets {
         let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;
         nodes.push(
-            Node::connect(endpoint, t.address.clone(), config.clone(), redlock)
-                .await
-                .map_err(|f| failures.connection(f))?,
+            Node::connect(
+                endpoint,
+                t.address.clone(),
+                config.clone(),
+                redlock,
+                telemetry.clone(),
+            )
+            .await
+            .map_err(|f| failures.connection(f))?,
         );
     }
     if redlock {

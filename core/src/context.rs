@@ -15,11 +15,13 @@ use tokio::sync::watch;
 
 use crate::error::{Error, NotOwnedReason, Result};
 use crate::holdings::Holdings;
+use crate::inspect::registration::Registration;
 use crate::keys::Keys;
 use crate::redis::deployment::{Attempt, Deployment};
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
 use crate::redis::scripts::{LockState, SharedState};
 use crate::shutdown::Shutdown;
+use crate::telemetry::Telemetry;
 use crate::turns::Turns;
 use crate::wakeups::registry::{Ticket, Waiters};
 
@@ -46,6 +48,10 @@ pub(crate) struct Context {
     connect_timeout: Duration,
     runtime: tokio::runtime::Handle,
     pub(crate) holdings: Arc<Holdings>,
+    /// What it wrote about itself in Redis, for inspection.
+    pub(crate) registration: Arc<Registration>,
+    /// Its counters and events.
+    pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) waiters: Arc<Waiters>,
     /// One request at a time per owner and lock (see `turns.rs`).
     pub(crate) turns: Turns,
@@ -69,16 +75,23 @@ impl Context {
         display: String,
         connect_timeout: Duration,
         deployment: Arc<Deployment>,
+        telemetry: Arc<Telemetry>,
+        face: &str,
     ) -> Arc<Context> {
         let (shutdown, _) = watch::channel(false);
         let redlock = deployment.is_redlock();
+        let id = uuid::Uuid::new_v4().to_string();
+        let key = crate::keys::client_key(&prefix, &id);
+        let registration = Arc::new(Registration::new(key, id.clone(), face, &deployment));
         Arc::new(Context {
             prefix,
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
+            registration,
             display,
             connect_timeout,
             runtime: tokio::runtime::Handle::current(),
-            holdings: Arc::new(Holdings::default()),
+            holdings: Arc::new(Holdings::new(telemetry.clone())),
+            telemetry,
             waiters: Waiters::new(tokio::runtime::Handle::current()),
             turns: Turns::default(),
             feeds_started: Once::new(),
@@ -90,6 +103,20 @@ impl Context {
                 redlock,
             },
         })
+    }
+
+    /// Writes this client's registration again in the background when it
+    /// is due (an acquisition or a waiter's attempt: see `registration.rs`).
+    pub(crate) fn refresh_registration(&self) {
+        if !self.registration.due() {
+            return;
+        }
+        let Ok(deployment) = self.deployment.current() else {
+            return;
+        };
+        let (registration, telemetry) = (self.registration.clone(), self.telemetry.clone());
+        self.runtime
+            .spawn(async move { registration.renew(&deployment, &telemetry).await });
     }
 
     /// What a background task of this client hears its shutdown by.
@@ -123,6 +150,8 @@ impl Context {
                 let requests = self.waiters.add_feed();
                 self.runtime.spawn(crate::wakeups::feed::run(
                     node.feed(),
+                    node.server(),
+                    self.telemetry.clone(),
                     Arc::downgrade(&self.waiters),
                     requests,
                     self.shutdown_signal(),

@@ -72,6 +72,28 @@ pub enum LostReason {
 }
 
 impl LostReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [LostReason; 6] = [
+        LostReason::Expired,
+        LostReason::HeldByAnother,
+        LostReason::Unreachable,
+        LostReason::MaxHold,
+        LostReason::LeaseEnded,
+        LostReason::Closed,
+    ];
+
+    /// The reason as one word for metrics labels and log fields.
+    pub fn code(self) -> &'static str {
+        match self {
+            LostReason::Expired => "expired",
+            LostReason::HeldByAnother => "held_by_another",
+            LostReason::Unreachable => "unreachable",
+            LostReason::MaxHold => "max_hold",
+            LostReason::LeaseEnded => "lease_ended",
+            LostReason::Closed => "closed",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             LostReason::Expired => "the lock key disappeared as it expired or was deleted",

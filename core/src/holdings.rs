@@ -23,6 +23,7 @@ use crate::error::{LostReason, NotOwnedReason};
 use crate::keys::Keys;
 use crate::redis::deployment::Deployment;
 use crate::redis::scripts::owner_checked;
+use crate::telemetry::Telemetry;
 use released::Released;
 
 /// Holdings due within this share of their renewal period are renewed in the
@@ -74,6 +75,11 @@ struct Holding {
     abandoned: bool,
     generation: u64,
     lost: watch::Sender<Option<LostReason>>,
+    /// When it was granted (for the hold time of its release).
+    since: Instant,
+    /// Its last renewal was not confirmed (told once until one is).
+    renewal_failing: bool,
+    telemetry: Arc<Telemetry>,
 }
 
 impl Holding {
@@ -96,12 +102,7 @@ impl Holding {
 
     fn lose(&mut self, reason: LostReason) {
         if self.lost.borrow().is_none() {
-            if reason == LostReason::Closed {
-                // Asked for: the holder closed its client.
-                tracing::debug!(lock = %self.terms.name, fence = self.fence, %reason, "lock lost");
-            } else {
-                tracing::warn!(lock = %self.terms.name, fence = self.fence, %reason, "lock lost");
-            }
+            self.telemetry.lost(&self.terms.name, reason, self.fence);
             self.lost.send_replace(Some(reason));
         }
     }
@@ -150,6 +151,7 @@ impl Releasing<'_> {
         drift: Duration,
     ) {
         if remaining == 0 {
+            self.with(|h| h.telemetry.metrics.released(h.since.elapsed()));
             self.forget();
         } else {
             self.with(|h| {
@@ -287,9 +289,17 @@ pub(crate) struct Holdings {
     table: Mutex<Table>,
     /// Wakes the loop when a holding needs it earlier than it planned.
     changed: Notify,
+    pub(crate) telemetry: Arc<Telemetry>,
 }
 
 impl Holdings {
+    pub(crate) fn new(telemetry: Arc<Telemetry>) -> Self {
+        Holdings {
+            telemetry,
+            ..Holdings::default()
+        }
+    }
+
     fn with<R>(&self, key: &str, owner: &str, f: impl FnOnce(&mut Holding) -> R) -> Option<R> {
         let mut table = self.table.lock().unwrap();
         table.locks.get_mut(key)?.get_mut(owner).map(f)
@@ -367,6 +377,9 @@ impl Holdings {
             abandoned: false,
             generation,
             lost: watch::channel(None).0,
+            since: sent,
+            renewal_failing: false,
+            telemetry: self.telemetry.clone(),
         };
         let wake = match owners.get_mut(&*terms.owner) {
             Some(h) if h.fence == fence && !h.abandoned => {
@@ -600,7 +613,8 @@ impl Holdings {
                     h.capped = r.capped;
                     h.expires_at = sent + lease - deployment.drift(lease);
                     h.next_renew = sent + h.period();
-                    tracing::trace!(lock = %h.terms.name, "renewed");
+                    h.renewal_failing = false;
+                    tracing::trace!(target: "rlock", lock = %h.terms.name, "renewed");
                 }
                 Some(Err(reason)) if h.releasing => h.refused = Some(lost_by(reason)),
                 Some(Err(reason)) => h.lose(lost_by(reason)),
@@ -610,6 +624,9 @@ impl Holdings {
                     let retry = (h.period() / 4)
                         .clamp(Duration::from_millis(10), Duration::from_millis(250));
                     h.next_renew = now + retry;
+                    h.telemetry
+                        .renewal_failed(&h.terms.name, !h.renewal_failing);
+                    h.renewal_failing = true;
                 }
             }
         }

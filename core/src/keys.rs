@@ -97,6 +97,13 @@ impl Keys {
     }
 }
 
+/// `P:client:{ID}`: the registration of the client `id` (see
+/// `lua/register.lua`), in a slot of its own per client. No lock key starts
+/// so: a lock's is `P:{NAME}`.
+pub fn client_key(prefix: &str, id: &str) -> String {
+    format!("{prefix}:client:{{{id}}}")
+}
+
 /// The keys of one cache entry under one prefix (see `lua/cached/lib.lua`
 /// and docs/protocol.md), all in the slot of `{KEY}`, so that one script
 /// reads or writes the entry, its rebuild lock and its failure together on

@@ -18,6 +18,7 @@ mod context;
 mod embed;
 mod error;
 mod holdings;
+mod inspect;
 mod keys;
 mod kind;
 mod lock;
@@ -26,12 +27,13 @@ mod redis;
 mod rwlock;
 mod semaphore;
 mod shutdown;
+mod telemetry;
 mod turns;
 mod url;
 mod wakeups;
 mod watchdog;
 
-pub use crate::redis::scripts::{Holder, LockState, SharedState};
+pub use crate::redis::scripts::{Holder, LockState, SharedState, LINE_SHOWN};
 pub use cache::{
     Cache, CacheArgs, CacheOptions, Entry, OnError, Read, Rebuild, Stored, BYTES, DEFAULT_EARLY,
     DEFAULT_JITTER, DEFAULT_NONE_TTL, MAX_VALUE_BYTES,
@@ -40,6 +42,8 @@ pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use context::Client;
 pub use embed::{driver, spin};
 pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
+pub use inspect::registration::REGISTRATION_LEASE;
+pub use inspect::{ClientInfo, Inspection, Listed, Listing, Party, SCAN_COUNT};
 pub use keys::{CacheKeys, Family, Keys};
 pub use kind::{Kind, MAX_PERMITS};
 pub use lock::{Acquired, Lock};
@@ -48,6 +52,8 @@ pub use options::{
 };
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;
+pub use telemetry::metrics::{Stats, Timings, BUCKETS};
+pub use telemetry::Event;
 pub use url::{sentinel_url_from_settings, url_from_settings, ServerSettings};
 
 /// Every argument check of the faces, run before any I/O, beyond a lock's

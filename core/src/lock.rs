@@ -192,7 +192,7 @@ impl Lock {
     }
 
     fn acquired(&self, fencing_token: u64, count: u32) -> Acquired {
-        tracing::debug!(lock = %self.name, fence = fencing_token, count, "acquired");
+        tracing::debug!(target: "rlock", lock = %self.name, fence = fencing_token, count, "acquired");
         Acquired {
             fencing_token,
             count,

@@ -6,5 +6,6 @@
 
 pub(crate) mod cached;
 pub(crate) mod deployment;
+pub(crate) mod directory;
 pub(crate) mod endpoint;
 pub(crate) mod scripts;

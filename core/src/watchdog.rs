@@ -3,7 +3,8 @@
 //! holding, renews everything due in one pipeline (one round trip per tick,
 //! whatever the number of held locks), and leaves it to the holdings table to
 //! mark a holding lost when its lease ends by this client's clock or a renewal
-//! finds the key gone or someone else's.
+//! finds the key gone or someone else's. A tick that renews also renews the
+//! client's registration when it is due, sent beside the renewals.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::holdings::Holdings;
+use crate::inspect::registration::Registration;
 use crate::keys::Keys;
 use crate::redis::deployment::Deployment;
 use crate::shutdown::Shutdown;
@@ -18,6 +20,7 @@ use crate::shutdown::Shutdown;
 /// The renewal loop of one client. Ends when `shutdown` turns true.
 pub(crate) async fn run(
     holdings: Arc<Holdings>,
+    registration: Arc<Registration>,
     deployment: Arc<Deployment>,
     mut shutdown: Shutdown,
 ) {
@@ -44,10 +47,18 @@ pub(crate) async fn run(
             .iter()
             .map(|r| (&*r.keys, &*r.owner, r.lease_ms))
             .collect();
+        if registration.due() {
+            // On a task of its own: a slow answer to it must not hold back
+            // the renewals' outcome.
+            let (registration, deployment) = (registration.clone(), deployment.clone());
+            let telemetry = holdings.telemetry.clone();
+            tokio::spawn(async move { registration.renew(&deployment, &telemetry).await });
+        }
         let outcome = tokio::select! {
             r = deployment.renew(&requests, deadline) => r,
             _ = shutdown.signalled() => return,
         };
+        holdings.telemetry.metrics.renewed(batch.len());
         holdings.apply(&batch, sent, &outcome, &deployment);
     }
 }

@@ -4,9 +4,11 @@
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{Buffer, FnArgs, Function, JsObjectValue, Object, PromiseRaw, Unknown};
-use napi::Env;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Env, Status};
 use napi_derive::napi;
 use rlock_core::{Client, ClientOptions, Opt, Wait};
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::cache::{self, CacheRead};
 use crate::error::{ErrorFactory, Errors, Failure};
@@ -23,10 +25,17 @@ pub struct NativeClient {
     errors: Arc<Errors>,
 }
 
+/// `(kind, details as JSON)` of a client event (see the core's `Event`).
+type EventNotice = FnArgs<(&'static str, String)>;
+
+/// Told of the client's events. Weak (unref'd): it never keeps Node alive.
+type EventCallback = ThreadsafeFunction<EventNotice, (), EventNotice, Status, false, true>;
+
 /// Connects to `urls` (`REDIS_URL` or the default when absent): one URL,
 /// several masters (Redlock), or with `cluster` the seeds of a Cluster.
 /// `tls_ca` is the PEM of a private CA for `rediss://`. `make_error` is the
-/// face's error factory; every error of this client is built by it.
+/// face's error factory; every error of this client is built by it. `face`
+/// names the runtime in the client's registration (`node 20.1.0`).
 #[napi(catch_unwind)]
 pub fn connect<'env>(
     env: &'env Env,
@@ -35,12 +44,14 @@ pub fn connect<'env>(
     cluster: bool,
     tls_ca: Option<Buffer>,
     make_error: ErrorFactory,
+    face: String,
 ) -> napi::Result<PromiseRaw<'env, NativeClient>> {
     let errors = Errors::new(make_error);
     let urls = urls.unwrap_or_else(|| vec![Client::default_url()]);
     let mut options = ClientOptions::default()
         .cluster(cluster)
-        .tls_ca_pem(tls_ca.map(|pem| pem.to_vec()));
+        .tls_ca_pem(tls_ca.map(|pem| pem.to_vec()))
+        .face(face);
     if let Some(p) = prefix {
         options = options.prefix(p);
     }
@@ -130,6 +141,61 @@ impl NativeClient {
         let client = self.inner.clone();
         let invalidate = async move { Ok(client.invalidate(&key).await?) };
         runtime::promise(env, &self.errors, invalidate, |existed| existed)
+    }
+
+    /// Who holds the mutex `name` and who waits for it, as JSON (see the
+    /// core's `Inspection::to_json`).
+    #[napi(catch_unwind)]
+    pub fn inspect<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
+        let client = self.inner.clone();
+        let seen = async move { Ok(client.inspect(&name).await?.to_json().to_string()) };
+        runtime::promise(env, &self.errors, seen, |json| json)
+    }
+
+    /// The client's counters as JSON (see the core's `Stats::to_json`).
+    #[napi(catch_unwind)]
+    pub fn stats(&self) -> String {
+        self.inner.stats().to_json().to_string()
+    }
+
+    /// The client's counters as Prometheus text.
+    #[napi(catch_unwind)]
+    pub fn prometheus(&self) -> String {
+        self.inner.stats().prometheus()
+    }
+
+    /// From now on, tells `callback(kind, json)` of each of the client's
+    /// events, until the client is dropped.
+    #[napi(catch_unwind)]
+    pub fn watch_events(&self, callback: Function<EventNotice, ()>) -> napi::Result<()> {
+        let callback: EventCallback = callback
+            .build_threadsafe_function()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        let mut events = self.inner.events();
+        let driver = runtime::get()?;
+        driver.spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => {
+                        let details = event.to_json().to_string();
+                        callback.call(
+                            (event.kind(), details).into(),
+                            ThreadsafeFunctionCallMode::NonBlocking,
+                        );
+                    }
+                    // A listener this far behind lost the oldest: go on.
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(())
     }
 
     /// Closes the client (see the core's `Client::close`): held locks are

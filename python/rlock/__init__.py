@@ -198,7 +198,9 @@ def _thread_unit() -> str:
     try:
         unit: str = _thread.unit
     except AttributeError:
-        unit = _thread.unit = f"{os.getpid()}:t{next(_serials)}"
+        # The name as the thread had it first, for inspect() to show.
+        name = threading.current_thread().name[:64]
+        unit = _thread.unit = f"{os.getpid()}:t{next(_serials)}:{name}"
     return unit
 
 
@@ -225,7 +227,7 @@ def _task_unit() -> str:
     serial = _tasks.get(task)
     if serial is None:
         serial = _tasks.setdefault(task, next(_serials))
-    return f"{os.getpid()}:a{serial}"
+    return f"{os.getpid()}:a{serial}:{task.get_name()[:64]}"
 
 
 def _caller_units() -> Tuple[str, ...]:
@@ -1151,6 +1153,20 @@ class _ClientBase:
     def closed(self) -> bool:
         return self._native.closed
 
+    def stats(self) -> Dict[str, Any]:
+        """What this client counted since it connected (no I/O): ``acquisitions``,
+        ``contended_acquisitions``, ``timeouts``, ``releases``, ``renewals``,
+        ``renewal_round_trips``, ``renewal_failures``, ``reconnects``, ``lost``
+        (by reason), and the ``wait`` and ``hold`` histograms (``count``,
+        ``sum_ms``, ``buckets``: ``[le_seconds, cumulative]`` pairs, the last
+        bound None for +Inf)."""
+        return cast(Dict[str, Any], json.loads(self._native.stats()))
+
+    def prometheus(self) -> str:
+        """stats() in the Prometheus text exposition format (``rlock_*``), to
+        serve beside an application's own metrics."""
+        return self._native.prometheus()
+
     def __repr__(self) -> str:
         n = self._native
         cluster = ", cluster=True" if n.cluster else ""
@@ -1196,6 +1212,17 @@ class Client(_ClientBase):
         if _is_async(loader):
             return cast(_T, _cached_async(cache, cast(Callable[[], Awaitable[Any]], loader), codec))
         return cast(_T, _cached(cache, loader, codec))
+
+    def inspect(self, name: str) -> Dict[str, Any]:
+        """Who holds the lock ``name`` and who waits for it, as Redis has it
+        now: ``held``, ``owner``, ``ttl_ms`` (lease left), ``count``
+        (re-entries), ``fence``, ``held_ms`` (since the holding began),
+        ``waiting``, and ``holder`` and ``waiters`` as parties: ``owner``,
+        ``client_id``, ``unit`` (``pid:tN:thread-name`` or ``pid:aN:task-name``
+        in Python; a handle's or scope's serial in Node) and ``client``, what
+        that client registered (``host``, ``pid``, ``process``, ``face``,
+        ``version``, ``since_ms``), None once its registration ran out."""
+        return cast(Dict[str, Any], json.loads(self._native.inspect(name)))
 
     def invalidate(self, key: str) -> bool:
         """Deletes the cache entry ``key``, so the next read loads it again;
@@ -1267,6 +1294,10 @@ class AsyncClient(_ClientBase):
         _callable_loader(loader)
         spec, codec = _cache_plan(options)
         return _cached_async(self._native.cache(key, spec), _awaited(loader), codec)
+
+    async def inspect(self, name: str) -> Dict[str, Any]:
+        """Client.inspect(), awaited."""
+        return cast(Dict[str, Any], json.loads(await self._native.inspect_async(name)))
 
     async def invalidate(self, key: str) -> bool:
         """Client.invalidate(), awaited."""

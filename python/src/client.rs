@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
-use rlock_core::{validate, Client as CoreClient, ClientOptions, Error, Kind};
+use rlock_core::{validate, Client as CoreClient, ClientOptions, Error, Kind, Stats};
 use tokio::sync::OnceCell;
 
 use crate::cache::{Cache, CacheSpec};
@@ -129,6 +129,24 @@ impl Shared {
 }
 
 impl Client {
+    fn inspect_op(
+        &self,
+        name: &str,
+    ) -> rlock_core::Result<impl Future<Output = rlock_core::Result<String>> + Send + 'static> {
+        validate::name(name)?;
+        let connected = self.shared.connected();
+        let name = name.to_owned();
+        Ok(async move {
+            let seen = connected.await?.inspect(&name).await?;
+            Ok(seen.to_json().to_string())
+        })
+    }
+
+    /// What the client counted: nothing yet if it has not connected.
+    fn snapshot(&self) -> Stats {
+        self.shared.current().map(|c| c.stats()).unwrap_or_default()
+    }
+
     fn invalidate_op(
         &self,
         key: &str,
@@ -171,6 +189,12 @@ impl Client {
             Ok(shown.join(","))
         };
         let server = checked().map_err(|e| to_py(py, e))?;
+        // A logging set up since the last client was made applies from here.
+        crate::logging::read_levels(py)?;
+        let (major, minor, patch) = {
+            let v = py.version_info();
+            (v.major, v.minor, v.patch)
+        };
         Ok(Client {
             shared: Arc::new(Shared {
                 urls,
@@ -178,7 +202,8 @@ impl Client {
                 options: ClientOptions::default()
                     .prefix(prefix)
                     .cluster(cluster)
-                    .tls_ca_pem(tls_ca),
+                    .tls_ca_pem(tls_ca)
+                    .face(format!("python {major}.{minor}.{patch}")),
                 conn: Mutex::new(Conn::new()),
             }),
         })
@@ -219,6 +244,28 @@ impl Client {
     fn invalidate_async<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
         let invalidated = self.invalidate_op(key).map_err(|e| to_py(py, e))?;
         runtime::awaitable_task(py, invalidated)
+    }
+
+    /// Who holds the mutex `name` and who waits for it, as JSON (see the
+    /// core's `Inspection::to_json`).
+    fn inspect(&self, py: Python<'_>, name: &str) -> PyResult<String> {
+        let seen = self.inspect_op(name).map_err(|e| to_py(py, e))?;
+        runtime::wait(py, seen)
+    }
+
+    fn inspect_async<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let seen = self.inspect_op(name).map_err(|e| to_py(py, e))?;
+        runtime::awaitable_task(py, seen)
+    }
+
+    /// The client's counters as JSON (see the core's `Stats::to_json`).
+    fn stats(&self) -> String {
+        self.snapshot().to_json().to_string()
+    }
+
+    /// The client's counters as Prometheus text.
+    fn prometheus(&self) -> String {
+        self.snapshot().prometheus()
     }
 
     /// Closes the client (see the core's `Client::close`): held locks are

@@ -10,6 +10,7 @@ mod cache;
 mod client;
 mod error;
 mod lock;
+mod logging;
 mod numbers;
 mod runtime;
 mod rwlock;
@@ -20,6 +21,7 @@ mod settings;
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::install_fork_handler()?;
+    logging::install(m.py())?;
     m.add_class::<client::Client>()?;
     m.add_class::<cache::Cache>()?;
     m.add_class::<cache::CacheSpec>()?;

@@ -219,13 +219,24 @@ impl Drop for Bridging {
 /// ones finish, with the GIL released and a bound on the wait.
 #[pyfunction]
 pub fn before_exit(py: Python<'_>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    py.detach(|| crate::logging::drain(deadline));
     CLOSING.store(true, Ordering::SeqCst);
     py.detach(|| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
         while BRIDGING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
     });
+}
+
+/// Runs `f` with the GIL on a thread of this module's own (the log
+/// forwarder), unless the interpreter is exiting: then `None`.
+pub fn with_python<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
+    let _counted = Bridging::enter();
+    if CLOSING.load(Ordering::SeqCst) {
+        return None;
+    }
+    Some(Python::attach(f))
 }
 
 fn catch_panic<R>(f: impl FnOnce() -> R) -> Result<R, Failure> {

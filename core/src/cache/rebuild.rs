@@ -120,11 +120,11 @@ impl Rebuild {
             Ok(WriteReply::Newer) => Ok(Stored::Newer),
             Ok(WriteReply::Foreign) => Err(crate::redis::cached::foreign(&self.keys.entry)),
             Err(e) => {
-                tracing::warn!(key = %self.key, error = %e, "cache entry perhaps not stored");
+                tracing::warn!(target: "rlock", key = %self.key, error = %e, "cache entry perhaps not stored");
                 Ok(Stored::Unknown)
             }
         };
-        tracing::debug!(key = %self.key, fence = self.fence, outcome = ?stored, "rebuild not stored");
+        tracing::debug!(target: "rlock", key = %self.key, fence = self.fence, outcome = ?stored, "rebuild not stored");
         self.end(&lock, "").await;
         stored
     }
@@ -204,9 +204,9 @@ async fn end(lock: &Lock, keys: &CacheKeys, fence: u64, failure: &str, kept_ms: 
         told
     };
     if let Err(e) = told {
-        tracing::debug!(key = %lock.name(), error = %e, "rebuild end not announced");
+        tracing::debug!(target: "rlock", key = %lock.name(), error = %e, "rebuild end not announced");
         if let Err(e) = lock.release().await {
-            tracing::debug!(key = %lock.name(), error = %e, "rebuild lock not given back");
+            tracing::debug!(target: "rlock", key = %lock.name(), error = %e, "rebuild lock not given back");
         }
     }
 }

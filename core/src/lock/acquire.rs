@@ -50,11 +50,14 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
     };
     let mut waiter = Waiter::new(lock, wait, start, deadline);
     waiter.join_line_if_listening().await;
+    let metrics = &context.telemetry.metrics;
     // The uncontended path: one round trip, no subscription.
     if let Some(acquired) = waiter.attempt().await? {
+        metrics.acquired(false, start.elapsed());
         return Ok(acquired);
     }
     if waiter.past_deadline(Instant::now()) {
+        metrics.timed_out();
         return Err(waiter.give_up().await);
     }
     waiter.listen().await;
@@ -62,12 +65,14 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
         if waiter.attempt_now {
             waiter.join_line_if_due().await;
             if let Some(acquired) = waiter.attempt().await? {
+                metrics.acquired(true, start.elapsed());
                 return Ok(acquired);
             }
         }
         waiter.attempt_now = true;
         let now = Instant::now();
         if waiter.past_deadline(now) {
+            metrics.timed_out();
             return Err(waiter.give_up().await);
         }
         if waiter.due_to_join_line() {
@@ -75,6 +80,7 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
         }
         if let Woken::Handed(fence) = waiter.sleep(now).await {
             if let Some(acquired) = waiter.take_handoff(fence).await {
+                metrics.acquired(true, start.elapsed());
                 return Ok(acquired);
             }
         }
@@ -184,6 +190,7 @@ impl<'a> Waiter<'a> {
     /// One attempt, which takes a place in line when the waiter is in line:
     /// the lock, or `None` when it was busy.
     async fn attempt(&mut self) -> Result<Option<Acquired>> {
+        self.lock.context().refresh_registration();
         let sent = Instant::now();
         match self.lock.attempt(self.line.is_some()).await? {
             Attempt::Held { fence, count } => {
@@ -317,7 +324,7 @@ impl<'a> Waiter<'a> {
         tokio::select! {
             fence = handed => Woken::Handed(fence),
             _ = released => {
-                tracing::trace!(lock = %self.lock.name, "woken by release");
+                tracing::trace!(target: "rlock", lock = %self.lock.name, "woken by release");
                 Woken::Released
             }
             _ = tokio::time::sleep_until(until) => Woken::Timer,
@@ -357,7 +364,7 @@ impl<'a> Waiter<'a> {
                 // have (or one Redis did not confirm), in the
                 // background until Redis answers: wait on, after
                 // a pause.
-                tracing::debug!(lock = %self.lock.name, error = %e, "handoff not confirmed");
+                tracing::debug!(target: "rlock", lock = %self.lock.name, error = %e, "handoff not confirmed");
                 drop(grant);
                 self.busy.cause = Some(e.to_string());
                 self.busy.backoff = true;

@@ -201,7 +201,7 @@ impl Drop for FinishOnDrop {
             self.lock.clone().clean_up(move |lock| async move {
                 match fut.await {
                     Ok(Attempt::Held { .. }) => {
-                        tracing::debug!(lock = %lock.name, "acquired after cancellation; releasing");
+                        tracing::debug!(target: "rlock", lock = %lock.name, "acquired after cancellation; releasing");
                         let _ = lock.release().await;
                     }
                     // Sent again after a lost reply, it may have put this

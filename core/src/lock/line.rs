@@ -128,7 +128,7 @@ impl Lock {
                 options,
                 kind,
             };
-            tracing::debug!(lock = %orphan.name, fence, "handoff to a waiter that left; passing it on");
+            tracing::debug!(target: "rlock", lock = %orphan.name, fence, "handoff to a waiter that left; passing it on");
             orphan.clean_up(move |lock| async move { lock.pass_on_persistently(fence).await });
         })
     }
@@ -180,7 +180,7 @@ impl Lock {
                     )
                     .await?;
                 if let Err(reason) = confirmed {
-                    tracing::debug!(lock = %self.name, %reason, "handed a grant that ended");
+                    tracing::debug!(target: "rlock", lock = %self.name, %reason, "handed a grant that ended");
                     return Ok(None);
                 }
                 sent
@@ -190,7 +190,7 @@ impl Lock {
         context
             .holdings
             .acquired(&self.terms(), fence, 1, sent, drift);
-        tracing::debug!(lock = %self.name, fence, "handed over");
+        tracing::debug!(target: "rlock", lock = %self.name, fence, "handed over");
         Ok(Some(self.acquired(fence, 1)))
     }
 
@@ -232,7 +232,7 @@ impl Lock {
         let context = self.context();
         match context.deployment.dequeue(&self.keys, &self.owner).await {
             Ok(Some(fence)) => {
-                tracing::debug!(lock = %self.name, "handed over while leaving; passing it on");
+                tracing::debug!(target: "rlock", lock = %self.name, "handed over while leaving; passing it on");
                 self.took_in_line(fence);
                 if self.pass_on(fence).await.is_err() {
                     self.clone().clean_up(move |lock| async move {
@@ -243,7 +243,7 @@ impl Lock {
             }
             Ok(None) => Ok(()),
             Err(e) => {
-                tracing::debug!(lock = %self.name, error = %e, "leaving the line failed");
+                tracing::debug!(target: "rlock", lock = %self.name, error = %e, "leaving the line failed");
                 Err(e)
             }
         }

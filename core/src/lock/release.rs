@@ -52,7 +52,7 @@ pub(super) async fn run(lock: &Lock) -> Result<u32> {
             // reported done, and a retry by the caller cannot undo the
             // outer scope's holding.
             Some(left) => {
-                tracing::warn!(lock = %lock.name, error = %e, "nested release unanswered; counted as done");
+                tracing::warn!(target: "rlock", lock = %lock.name, error = %e, "nested release unanswered; counted as done");
                 return Ok(left);
             }
             None => return Err(e),
@@ -66,7 +66,7 @@ pub(super) async fn run(lock: &Lock) -> Result<u32> {
         Ok(remaining) => {
             let drift = context.deployment.drift(lease);
             releasing.succeeded(remaining, lease, sent, drift);
-            tracing::debug!(lock = %lock.name, remaining, "released");
+            tracing::debug!(target: "rlock", lock = %lock.name, remaining, "released");
             Ok(remaining)
         }
         Err(answer) => {
@@ -82,7 +82,7 @@ pub(super) async fn run(lock: &Lock) -> Result<u32> {
             } else {
                 releasing.forget();
             }
-            tracing::debug!(lock = %lock.name, %reason, "release refused");
+            tracing::debug!(target: "rlock", lock = %lock.name, %reason, "release refused");
             Err(Error::NotOwned {
                 name: lock.name.to_string(),
                 reason,

@@ -550,6 +550,13 @@ fn majority_view(states: &[LockState], quorum: usize) -> LockState {
         ttl_ms: ttls.len().checked_sub(quorum).map(|i| ttls[i]),
         fence_counter: states.iter().filter_map(|s| s.fence_counter).max(),
         waiting: states.iter().map(|s| s.waiting).max().unwrap_or(0),
+        held_for: mine.iter().filter_map(|s| s.held_for).max(),
+        // The longest line seen: waiters join it on every master they reach.
+        line: states
+            .iter()
+            .max_by_key(|s| s.waiting)
+            .map(|s| s.line.clone())
+            .unwrap_or_default(),
         owner,
     }
 }

@@ -14,11 +14,12 @@ use redis::sentinel::SentinelClient;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::scripts::{
-    is_noscript, shared, AcquireReply, Call, LockState, SharedState, ACQUIRE, DEQUEUE, EXTEND,
-    INSPECT, RELEASE,
+    is_noscript, shared, AcquireReply, Call, InspectReply, LockState, SharedState, ACQUIRE,
+    DEQUEUE, EXTEND, INSPECT, LINE_SHOWN, RELEASE,
 };
 use crate::keys::Keys;
 use crate::kind::Kind;
+use crate::telemetry::Telemetry;
 
 /// One acquire request.
 pub(crate) struct AcquireRequest<'a> {
@@ -188,7 +189,7 @@ impl<T: Clone> Rebuilt<T> {
             .as_ref()
             .is_some_and(|(_, at)| at.elapsed() >= REBUILD_AFTER)
         {
-            tracing::debug!("dropping a failed connection; the next request makes a new one");
+            tracing::debug!(target: "rlock", "dropping a failed connection; the next request makes a new one");
             *current = None;
         }
     }
@@ -218,7 +219,7 @@ impl SentinelRoute {
     async fn resolve(&self) -> RedisResult<ConnectionManager> {
         let client = Self::master_client(&self.sentinel, &self.address).await?;
         let conn = ConnectionManager::new_with_config(client, self.config.clone()).await?;
-        tracing::debug!("resolved the master through Sentinel");
+        tracing::debug!(target: "rlock", "resolved the master through Sentinel");
         Ok(conn)
     }
 
@@ -255,6 +256,8 @@ pub(crate) struct Node {
     /// The endpoint as text, without credentials (for errors and logs):
     /// `host:port`, or the Sentinels or Cluster seeds it was given.
     pub(crate) label: String,
+    /// Where a lost connection is told.
+    telemetry: Arc<Telemetry>,
 }
 
 /// A server's `host:port`, as errors name it.
@@ -284,6 +287,7 @@ impl Node {
         label: String,
         config: ConnectionManagerConfig,
         lazy: bool,
+        telemetry: Arc<Telemetry>,
     ) -> Result<Node, (redis::RedisError, String)> {
         let route = match endpoint {
             Endpoint::Server(client) => {
@@ -322,7 +326,11 @@ impl Node {
                 feed: Arc::new(*feed),
             })),
         };
-        Ok(Node { route, label })
+        Ok(Node {
+            route,
+            label,
+            telemetry,
+        })
     }
 
     /// The server a failure of this endpoint happened at, as errors name it:
@@ -342,7 +350,7 @@ impl Node {
         }
     }
 
-    async fn conn(&self) -> RedisResult<Conn> {
+    pub(super) async fn conn(&self) -> RedisResult<Conn> {
         match &self.route {
             Route::Direct(c, _) => Ok(Conn::Manager(c.clone())),
             Route::Sentinel(s) => s.conn().await.map(Conn::Manager),
@@ -357,10 +365,11 @@ impl Node {
     /// After a failed request: a Sentinel master that dropped the connection
     /// or turned read-only is resolved again, and a Cluster connection made
     /// anew, on the next request.
-    fn failed(&self, e: &redis::RedisError) {
+    pub(super) fn failed(&self, e: &redis::RedisError) {
         if !is_transient(e) {
             return;
         }
+        self.telemetry.connection_lost(&self.server(), e);
         match &self.route {
             Route::Sentinel(s) => s.master.forget(),
             Route::Cluster(c) => c.conn.forget(),
@@ -614,8 +623,10 @@ impl Node {
 
     /// `inspect.lua`.
     pub(crate) async fn inspect(&self, keys: &Keys) -> RedisResult<LockState> {
-        let call = INSPECT.call(&[&keys.lock, &keys.fence, &keys.queue, &keys.legacy_fence]);
-        let reply = match self.call(&call).await {
+        let call = INSPECT
+            .call(&[&keys.lock, &keys.fence, &keys.queue, &keys.legacy_fence])
+            .arg(LINE_SHOWN);
+        let reply: InspectReply = match self.call(&call).await {
             Err(e) if is_transient(&e) => self.call(&call).await?,
             other => other?,
         };
@@ -682,7 +693,7 @@ impl Node {
             Ok(v) => v.into_iter().map(Some).collect(),
             Err(e) => {
                 self.failed(&e);
-                tracing::debug!(error = %e, n = batch.len(), node = %self.label, "renewal failed");
+                tracing::debug!(target: "rlock", error = %e, n = batch.len(), node = %self.label, "renewal failed");
                 vec![None; batch.len()]
             }
         }

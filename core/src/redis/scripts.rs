@@ -88,6 +88,7 @@ pub(crate) static RELEASE: Lua = lua!("holding.lua", "queue.lua", "release.lua")
 pub(crate) static EXTEND: Lua = lua!("holding.lua", "extend.lua");
 pub(crate) static INSPECT: Lua = lua!("queue.lua", "inspect.lua");
 pub(crate) static DEQUEUE: Lua = lua!("dequeue.lua");
+pub(crate) static REGISTER: Lua = lua!("queue.lua", "register.lua");
 
 /// The scripts of a lock several holders share: a read-write lock or a
 /// semaphore (`lua/shared/`).
@@ -198,11 +199,23 @@ pub struct LockState {
     pub fence_counter: Option<u64>,
     /// Waiters in line (live, or not yet found gone).
     pub waiting: u32,
+    /// How long the holding has been held, by Redis' clock (None: free, or
+    /// taken by an earlier build, which did not note when).
+    pub held_for: Option<std::time::Duration>,
+    /// The owner ids of the first [`LINE_SHOWN`] waiters in line, from its
+    /// head.
+    pub line: Vec<String>,
 }
 
+/// How many waiters of a line an inspection names.
+pub const LINE_SHOWN: usize = 100;
+
+/// What `inspect.lua` answers.
+pub(crate) type InspectReply = (i64, String, i64, i64, i64, i64, i64, i64, Vec<String>);
+
 impl LockState {
-    pub(crate) fn from_reply(r: (i64, String, i64, i64, i64, i64, i64)) -> Self {
-        let (held, owner, count, fence, pttl, counter, waiting) = r;
+    pub(crate) fn from_reply(r: InspectReply) -> Self {
+        let (held, owner, count, fence, pttl, counter, waiting, held_ms, line) = r;
         LockState {
             held: held != 0,
             owner: (held == 1).then_some(owner),
@@ -211,6 +224,10 @@ impl LockState {
             ttl_ms: u64::try_from(pttl).ok(),
             fence_counter: (counter > 0).then_some(counter as u64),
             waiting: u32::try_from(waiting).unwrap_or(0),
+            held_for: u64::try_from(held_ms)
+                .ok()
+                .map(std::time::Duration::from_millis),
+            line,
         }
     }
 }

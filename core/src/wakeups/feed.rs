@@ -5,7 +5,7 @@
 //! `Waiters::deliver`; each ends when the client is dropped.
 
 use std::collections::HashSet;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -15,12 +15,15 @@ use tokio::sync::mpsc;
 use super::registry::Waiters;
 use crate::redis::endpoint::{Connector, Feed};
 use crate::shutdown::Shutdown;
+use crate::telemetry::Telemetry;
 
 const RECONNECT_MIN: Duration = Duration::from_millis(50);
 const RECONNECT_MAX: Duration = Duration::from_secs(2);
 
 pub(crate) async fn run(
     feed: Feed,
+    server: String,
+    telemetry: Arc<Telemetry>,
     waiters: Weak<Waiters>,
     requests: mpsc::UnboundedReceiver<String>,
     shutdown: Shutdown,
@@ -28,9 +31,30 @@ pub(crate) async fn run(
 ) {
     match feed {
         Feed::Plain(connector) => {
-            run_plain(connector, waiters, requests, shutdown, connect_timeout).await
+            let told = Told { server, telemetry };
+            run_plain(
+                connector,
+                told,
+                waiters,
+                requests,
+                shutdown,
+                connect_timeout,
+            )
+            .await
         }
         Feed::Sharded(cluster) => run_sharded(cluster, waiters, requests, shutdown).await,
+    }
+}
+
+/// Where a plain feed tells of a dropped connection.
+struct Told {
+    server: String,
+    telemetry: Arc<Telemetry>,
+}
+
+impl Told {
+    fn lost(&self, error: &dyn std::fmt::Display) {
+        self.telemetry.connection_lost(&self.server, error);
     }
 }
 
@@ -38,6 +62,7 @@ pub(crate) async fn run(
 /// reconnecting with backoff when the connection drops.
 async fn run_plain(
     connector: Connector,
+    told: Told,
     waiters: Weak<Waiters>,
     mut requests: mpsc::UnboundedReceiver<String>,
     mut shutdown: Shutdown,
@@ -55,7 +80,7 @@ async fn run_plain(
             c = tokio::time::timeout(connect_timeout, connect) => c,
         };
         let Ok(Ok(pubsub)) = connected else {
-            tracing::debug!("pub/sub connect failed; waiters fall back to lease-bounded sleeps");
+            tracing::debug!(target: "rlock", "pub/sub connect failed; waiters fall back to lease-bounded sleeps");
             tokio::select! {
                 _ = shutdown.signalled() => return,
                 _ = tokio::time::sleep(backoff) => {}
@@ -88,7 +113,7 @@ async fn run_plain(
                         w.deliver(msg.get_channel_name(), msg.get_payload_bytes());
                     }
                     None => {
-                        tracing::debug!("pub/sub connection dropped; reconnecting");
+                        told.lost(&"pub/sub connection dropped");
                         break;
                     }
                 },
@@ -115,7 +140,7 @@ async fn run_plain(
                         w.confirm(&channel, true);
                     }
                     if let Err(e) = result {
-                        tracing::debug!(error = %e, "pub/sub request failed; reconnecting");
+                        told.lost(&e);
                         break;
                     }
                 }
@@ -145,7 +170,7 @@ async fn run_sharded(
         match cluster.get_async_connection_with_config(config).await {
             Ok(c) => break c,
             Err(e) => {
-                tracing::debug!(error = %e, "sharded pub/sub connect failed; retrying");
+                tracing::debug!(target: "rlock", error = %e, "sharded pub/sub connect failed; retrying");
                 tokio::select! {
                     _ = shutdown.signalled() => return,
                     _ = tokio::time::sleep(RECONNECT_MAX) => {}
@@ -186,7 +211,7 @@ async fn run_sharded(
                         Ok(()) => {
                             subscribed.insert(channel.clone());
                         }
-                        Err(e) => tracing::debug!(error = %e, "SSUBSCRIBE failed"),
+                        Err(e) => tracing::debug!(target: "rlock", error = %e, "SSUBSCRIBE failed"),
                     }
                 } else if !wanted && have {
                     subscribed.remove(&channel);

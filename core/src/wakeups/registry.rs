@@ -209,7 +209,7 @@ impl Waiters {
         };
         if let Some(i) = c.taken.iter().position(|(o, f)| o == owner && *f == fence) {
             c.taken.remove(i);
-            tracing::debug!(owner, fence, "stale handoff: that grant was taken already");
+            tracing::debug!(target: "rlock", owner, fence, "stale handoff: that grant was taken already");
             return;
         }
         match (c.handoffs.get(owner), &c.orphans) {
@@ -221,7 +221,9 @@ impl Waiters {
             // the grant is passed on here too (by its token, so twice is
             // harmless and no later holding of that owner is touched).
             (None, Some(orphans)) => orphans(owner, fence),
-            (None, None) => tracing::debug!(owner, "handoff for a waiter that left"),
+            (None, None) => {
+                tracing::debug!(target: "rlock", owner, "handoff for a waiter that left")
+            }
         }
     }
 

@@ -205,6 +205,18 @@ impl RedisServer {
         self.sync_conn().expect("connect to test redis")
     }
 
+    /// Every key but the clients' registrations (`P:client:{ID}`, which
+    /// each connected client keeps): what locks and caches left.
+    pub fn data_keys(&self) -> Vec<String> {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut self.conn())
+            .expect("KEYS");
+        keys.into_iter()
+            .filter(|k| !k.contains(":client:{"))
+            .collect()
+    }
+
     /// Whether the server runs: started and not stopped since.
     pub fn is_running(&self) -> bool {
         self.child.is_some()

@@ -1,0 +1,187 @@
+//! What a client writes about itself in Redis, so that inspection can say
+//! who holds a lock: host, pid, command line, face and version under
+//! `P:client:{ID}` (see `lua/register.lua`). Written once when the client
+//! connects, then renewed only while the client has something to show: by
+//! the watchdog's tick beside the renewals it sends anyway, and by an
+//! acquisition or a waiter's attempt when the last write is `RENEW_EVERY`
+//! old (the write then goes in the background, never on the lock cycle's
+//! path). An idle client sends nothing, and its registration lapses until
+//! it locks again; a dead one's ends with its lease. Deleted when the
+//! client closes.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::redis::deployment::Deployment;
+use crate::telemetry::Telemetry;
+
+/// How long a registration outlives the last renewal of its client.
+pub const REGISTRATION_LEASE: Duration = Duration::from_secs(30);
+/// A registration last written this long ago is written again at the next
+/// chance; a third of the lease, as the watchdog renews a lock.
+pub const RENEW_EVERY: Duration = Duration::from_secs(10);
+const NEVER: u64 = u64::MAX;
+/// A command line is cut to this many bytes.
+const MAX_PROCESS_BYTES: usize = 256;
+
+/// The registration of one client.
+pub(crate) struct Registration {
+    key: String,
+    id: String,
+    fields: Vec<(&'static str, String)>,
+    /// When it was last written, in ms after `base` (`NEVER`: not yet).
+    base: Instant,
+    written_ms: AtomicU64,
+    /// A write is on its way: a second one would add nothing.
+    writing: AtomicBool,
+}
+
+impl Registration {
+    /// `face` says which package the client came from ("python 3.11.4");
+    /// the command line is written without the passwords in `deployment`'s
+    /// URLs (or any URL's).
+    pub(crate) fn new(key: String, id: String, face: &str, deployment: &Deployment) -> Self {
+        let process = std::env::args()
+            .map(|a| hide_url_password(&a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let process = cut(deployment.scrub(process), MAX_PROCESS_BYTES);
+        Registration {
+            key,
+            id,
+            fields: vec![
+                ("host", host_name()),
+                ("pid", std::process::id().to_string()),
+                ("process", process),
+                ("face", face.to_owned()),
+                ("version", env!("CARGO_PKG_VERSION").to_owned()),
+            ],
+            base: Instant::now(),
+            written_ms: AtomicU64::new(NEVER),
+            writing: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether it is time to write it again (and no write is on its way).
+    pub(crate) fn due(&self) -> bool {
+        if self.writing.load(Ordering::Relaxed) {
+            return false;
+        }
+        match self.written_ms.load(Ordering::Relaxed) {
+            NEVER => true,
+            ms => {
+                self.base
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(ms))
+                    >= RENEW_EVERY
+            }
+        }
+    }
+
+    /// Writes or renews it; someone else's data in its key is reported
+    /// (once per client) and left alone.
+    pub(crate) async fn renew(&self, deployment: &Deployment, telemetry: &Telemetry) {
+        if self.writing.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // Cleared however this ends, a future dropped at shutdown included.
+        let _writing = Writing(&self.writing);
+        let started = self.base.elapsed().as_millis() as u64;
+        let lease_ms = REGISTRATION_LEASE.as_millis() as u64;
+        match deployment
+            .register(&self.key, lease_ms, &self.id, &self.fields)
+            .await
+        {
+            Ok(true) => self.written_ms.store(started, Ordering::Relaxed),
+            Ok(false) => {
+                // Tried again only a lease later: the key is not ours.
+                self.written_ms.store(started, Ordering::Relaxed);
+                telemetry.once_foreign_registration(&self.key);
+            }
+            Err(e) => tracing::debug!(target: "rlock", error = %e, "registration not renewed"),
+        }
+    }
+
+    /// Deletes it (the client closes); left to its lease when Redis does
+    /// not answer.
+    pub(crate) async fn remove(&self, deployment: &Deployment) {
+        let _ = deployment
+            .register(&self.key, 0, &self.id, &self.fields)
+            .await;
+    }
+}
+
+struct Writing<'a>(&'a AtomicBool);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// `scheme://user:secret@host` → `scheme://user:***@host`, wherever a URL
+/// sits in `text`.
+fn hide_url_password(text: &str) -> String {
+    let Some(start) = text.find("://").map(|i| i + 3) else {
+        return text.to_owned();
+    };
+    let rest = &text[start..];
+    let authority_end = rest.find(['/', ' ']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return text.to_owned();
+    };
+    let Some(colon) = rest[..at].find(':') else {
+        return text.to_owned();
+    };
+    format!(
+        "{}{}***{}",
+        &text[..start],
+        &rest[..=colon],
+        hide_url_password(&rest[at..])
+    )
+}
+
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_password_is_hidden_and_the_rest_kept() {
+        assert_eq!(
+            hide_url_password("--url=redis://app:s3cret@db:6379/0"),
+            "--url=redis://app:***@db:6379/0"
+        );
+        assert_eq!(hide_url_password("redis://:pw@a:1"), "redis://:***@a:1");
+        assert_eq!(hide_url_password("redis://db:6379"), "redis://db:6379");
+        assert_eq!(hide_url_password("plain"), "plain");
+    }
+
+    #[test]
+    fn a_long_command_line_is_cut_on_a_character_boundary() {
+        assert_eq!(cut("ééé".to_owned(), 3), "é");
+        assert_eq!(cut("abc".to_owned(), 5), "abc");
+    }
+}
