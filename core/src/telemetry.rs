@@ -75,10 +75,10 @@ impl Telemetry {
         self.metrics.lost(reason);
         if reason == LostReason::Closed {
             // Asked for: the holder closed its client.
-            tracing::debug!(target: "rlock", lock = %name, fence, reason = reason.code(), "lock lost: {reason}");
+            tracing::debug!(target: "rlock", lock = %name, fence, reason = %reason.code(), "lock lost: {reason}");
             return;
         }
-        tracing::warn!(target: "rlock", lock = %name, fence, reason = reason.code(), "lock lost: {reason}");
+        tracing::warn!(target: "rlock", lock = %name, fence, reason = %reason.code(), "lock lost: {reason}");
         self.tell(Event::Lost {
             name: name.to_owned(),
             reason,

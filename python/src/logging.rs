@@ -25,9 +25,18 @@ static PENDING: AtomicUsize = AtomicUsize::new(0);
 /// The most detailed level the `rlock` logger takes, as a `LevelFilter`.
 static WANTED: AtomicUsize = AtomicUsize::new(LevelFilter::Warn as usize);
 
+/// A record as it crosses to the forwarding thread.
+struct Line {
+    level: Level,
+    message: String,
+    /// Where in the core it was made.
+    file: Option<String>,
+    line: u32,
+}
+
 struct Forwarder {
     generation: u64,
-    queue: Sender<(Level, String)>,
+    queue: Sender<Line>,
 }
 
 /// The forwarding thread of this process generation: a forked child starts
@@ -92,7 +101,12 @@ impl Log for Bridge {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let message = record.args().to_string();
+        let made = Line {
+            level: record.level(),
+            message: record.args().to_string(),
+            file: record.file().map(str::to_owned),
+            line: record.line().unwrap_or(0),
+        };
         let mut forwarder = FORWARDER
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -107,7 +121,7 @@ impl Log for Bridge {
         // as a full disk drops a log line; the lock goes on.
         if let Some(f) = forwarder.as_ref() {
             PENDING.fetch_add(1, Ordering::SeqCst);
-            if f.queue.send((record.level(), message)).is_err() {
+            if f.queue.send(made).is_err() {
                 PENDING.fetch_sub(1, Ordering::SeqCst);
             }
         }
@@ -128,15 +142,15 @@ pub fn drain(deadline: Instant) {
 fn start(generation: u64) -> Option<Forwarder> {
     // A forked child's count is its parent's queue, which it does not have.
     PENDING.store(0, Ordering::SeqCst);
-    let (queue, records) = mpsc::channel::<(Level, String)>();
+    let (queue, records) = mpsc::channel::<Line>();
     std::thread::Builder::new()
         .name("rlock-log".to_owned())
         .spawn(move || {
-            for (level, message) in records {
+            for line in records {
                 let forwarded = runtime::with_python(|py| {
                     // A handler that raises is logging's to report, as for
                     // any record.
-                    let _ = forward(py, level, message);
+                    let _ = forward(py, line);
                 });
                 PENDING.fetch_sub(1, Ordering::SeqCst);
                 if forwarded.is_none() {
@@ -149,10 +163,28 @@ fn start(generation: u64) -> Option<Forwarder> {
     Some(Forwarder { generation, queue })
 }
 
-fn forward(py: Python<'_>, level: Level, message: String) -> PyResult<()> {
+/// Logs `line` as made where the core made it (its file and line, not the
+/// forwarding thread's place in `logging`).
+fn forward(py: Python<'_>, line: Line) -> PyResult<()> {
     let logger = py
         .import("logging")?
         .call_method1("getLogger", ("rlock",))?;
-    logger.call_method1("log", (python_level(level), message))?;
+    let level = python_level(line.level);
+    if logger.call_method1("isEnabledFor", (level,))?.is_truthy()? {
+        let args = pyo3::types::PyTuple::empty(py);
+        let record = logger.call_method1(
+            "makeRecord",
+            (
+                "rlock",
+                level,
+                line.file.as_deref().unwrap_or("rlock"),
+                line.line,
+                line.message,
+                args,
+                py.None(),
+            ),
+        )?;
+        logger.call_method1("handle", (record,))?;
+    }
     read_levels(py)
 }

@@ -6,11 +6,12 @@ thread."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import threading
-from typing import Iterator, List
+from typing import List
 
 import pytest
 
@@ -20,11 +21,6 @@ from rlock_test_support.servers import RedisServer
 from rlock_test_support.waiting import eventually, wait_until
 
 
-@pytest.fixture
-def records(caplog: pytest.LogCaptureFixture) -> Iterator[List[logging.LogRecord]]:
-    """The records of the `rlock` logger (forwarded from the core's thread)."""
-    caplog.set_level(logging.INFO, logger="rlock")
-    yield caplog.records
 
 
 def _lose(client: rlock.Client, server: RedisServer, name: str) -> None:
@@ -41,8 +37,10 @@ def _about(records: List[logging.LogRecord], name: str) -> List[logging.LogRecor
 
 
 def test_a_lost_lease_is_one_warning_naming_the_lock_and_its_reason(
-    server: RedisServer, records: List[logging.LogRecord], name: str
+    server: RedisServer, caplog: pytest.LogCaptureFixture, name: str
 ) -> None:
+    caplog.set_level(logging.INFO, logger="rlock")
+    records = caplog.records
     client = rlock.Client(server.url)
     try:
         _lose(client, server, name)
@@ -56,6 +54,8 @@ def test_a_lost_lease_is_one_warning_naming_the_lock_and_its_reason(
         assert about[0].levelno == logging.WARNING
         assert "lock lost" in about[0].getMessage()
         assert "reason=expired" in about[0].getMessage()
+        # Where the core made it, not where the forwarding thread logged it.
+        assert about[0].pathname.endswith(".rs") and about[0].lineno > 0
         assert client.stats()["lost"]["expired"] == 2
     finally:
         client.close()
@@ -201,9 +201,11 @@ def test_inspect_of_a_free_lock_and_bad_names(client: rlock.Client, name: str) -
         client.inspect("")
 
 
-async def test_async_inspect_names_the_task(aclient: rlock.AsyncClient, name: str) -> None:
-    import asyncio
+def test_async_inspect_names_the_task(aclient: rlock.AsyncClient, name: str) -> None:
+    asyncio.run(asyncio.wait_for(_inspect_a_task(aclient, name), timeout=30))
 
+
+async def _inspect_a_task(aclient: rlock.AsyncClient, name: str) -> None:
     async def hold(entered: asyncio.Event, go: asyncio.Event) -> None:
         async with aclient.lock(name):
             entered.set()

@@ -14,6 +14,9 @@ import {
   RwLock,
   Semaphore,
   type CacheOptions,
+  type Inspection,
+  type LostReason,
+  type Stats,
   type LockOptions,
 } from 'redis-rlock'
 
@@ -92,6 +95,25 @@ export async function usage(): Promise<number> {
     }
   }
   void [product, page, image, missing, dropped]
+
+  client.on('lost', ({ name, reason, fence }) => {
+    const why: LostReason = reason
+    void [name, why, fence + 1]
+  })
+  client.on('renewalFailed', ({ name }) => void name.length)
+  client.on('reconnect', ({ server }) => void server.length)
+  client.on('error', ({ message }) => void message.length)
+  const seen: Inspection = await client.inspect('product:1001')
+  const host: string | undefined = seen.holder?.client?.host ?? undefined
+  const waiters: number = seen.waiters.length + seen.waiting
+  const stats: Stats = client.stats()
+  const lostExpired: number = stats.lost.expired + stats.wait.count
+  const metrics: string = client.prometheus()
+  void [host, waiters, lostExpired, metrics]
+  // @ts-expect-error there is no such event
+  client.on('acquired', () => {})
+  // @ts-expect-error a lost event's details are an object
+  client.on('lost', (reason: string) => void reason)
 
   try {
     await lock.release()
