@@ -15,11 +15,11 @@ use tokio::sync::watch;
 
 use crate::error::{Error, NotOwnedReason, Result};
 use crate::holdings::Holdings;
-use crate::inspect::registration::Registration;
 use crate::keys::Keys;
 use crate::redis::deployment::{Attempt, Deployment};
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
 use crate::redis::scripts::{LockState, SharedState};
+use crate::registration::Registration;
 use crate::shutdown::Shutdown;
 use crate::telemetry::Telemetry;
 use crate::turns::Turns;

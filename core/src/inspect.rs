@@ -1,11 +1,10 @@
 //! Who holds a lock and who waits for it: one lock's state joined with the
-//! registrations of the clients its owner ids name (`inspect/registration.rs`),
+//! registrations of the clients its owner ids name (`registration.rs`),
 //! the held locks under the prefix listed page by page, and the operator's
 //! forced release, which goes through the release protocol so that waiters
 //! are handed the lock or woken and the holder hears of its loss.
 
 mod json;
-pub(crate) mod registration;
 
 use std::collections::HashMap;
 

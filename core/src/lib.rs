@@ -24,6 +24,7 @@ mod kind;
 mod lock;
 mod options;
 mod redis;
+mod registration;
 mod rwlock;
 mod semaphore;
 mod shutdown;
@@ -42,7 +43,6 @@ pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use context::Client;
 pub use embed::{driver, spin};
 pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
-pub use inspect::registration::REGISTRATION_LEASE;
 pub use inspect::{ClientInfo, Inspection, Listed, Listing, Party, SCAN_COUNT};
 pub use keys::{CacheKeys, Family, Keys};
 pub use kind::{Kind, MAX_PERMITS};
@@ -50,6 +50,7 @@ pub use lock::{Acquired, Lock};
 pub use options::{
     closest_option, LockArgs, LockOptions, Unit, Wait, DEFAULT_TTL, LONG_TTL, QUEUE_AFTER,
 };
+pub use registration::REGISTRATION_LEASE;
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;
 pub use telemetry::metrics::{Stats, Timings, BUCKETS};

@@ -12,9 +12,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::holdings::Holdings;
-use crate::inspect::registration::Registration;
 use crate::keys::Keys;
 use crate::redis::deployment::Deployment;
+use crate::registration::Registration;
 use crate::shutdown::Shutdown;
 
 /// The renewal loop of one client. Ends when `shutdown` turns true.
