@@ -21,10 +21,14 @@ local kind = redis.call('TYPE', KEYS[1])['ok']
 -- A counter of another type reads as none (queue.lua's issued_fence): it must
 -- not stop every name of the slot from being inspected.
 local counter = issued_fence(KEYS[2], KEYS[4])
-local waiting = redis.call('LLEN', KEYS[3])
+-- A line of another type (someone else's data) reads as empty.
+local waiting = 0
 local line = {}
-if waiting > 0 then
-  line = redis.call('LRANGE', KEYS[3], 0, tonumber(ARGV[1]) - 1)
+if redis.call('TYPE', KEYS[3])['ok'] == 'list' then
+  waiting = redis.call('LLEN', KEYS[3])
+  if waiting > 0 then
+    line = redis.call('LRANGE', KEYS[3], 0, tonumber(ARGV[1]) - 1)
+  end
 end
 if kind == 'none' then
   return {0, '', 0, 0, -2, counter, waiting, -1, line}
@@ -39,4 +43,7 @@ local since = tonumber(h[4] or '')
 if since then
   held_ms = math.max(0, now_ms() - since)
 end
-return {1, h[1] or '', tonumber(h[2] or '0'), tonumber(h[3] or '0'), pttl, counter, waiting, held_ms, line}
+-- A field that is no number (written by something else) reads as 0: a nil
+-- would cut the reply short.
+return {1, h[1] or '', tonumber(h[2] or '0') or 0, tonumber(h[3] or '0') or 0, pttl, counter,
+  waiting, held_ms, line}

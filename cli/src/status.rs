@@ -3,7 +3,7 @@
 //! text or one JSON object.
 
 use clap::Args;
-use rlock_core::{Client, Inspection, LockOptions, SharedState};
+use rlock_core::Inspection;
 
 use crate::error::fail;
 use crate::{holder, Connection};
@@ -25,40 +25,6 @@ pub struct StatusArgs {
     name: String,
 }
 
-/// The three locks of one name, read from Redis.
-struct States {
-    mutex: rlock_core::LockState,
-    seen: Inspection,
-    rwlock: Option<SharedState>,
-    semaphore: Option<SharedState>,
-}
-
-async fn read(client: &Client, name: &str) -> rlock_core::Result<States> {
-    let defaults = LockOptions::default;
-    let seen = client.inspect(name).await?;
-    let mutex = seen.state.clone();
-    if client.is_redlock() {
-        // Read-write locks and semaphores live in one deployment only.
-        return Ok(States {
-            mutex,
-            seen,
-            rwlock: None,
-            semaphore: None,
-        });
-    }
-    let busy = |s: SharedState| (!s.holders.is_empty() || s.waiting > 0 || s.foreign).then_some(s);
-    let rwlock = busy(client.rw_lock(name, defaults())?.state().await?);
-    // The size given here is not checked against the stored one: nothing is
-    // acquired.
-    let semaphore = busy(client.semaphore(name, 1, defaults())?.state().await?);
-    Ok(States {
-        mutex,
-        seen,
-        rwlock,
-        semaphore,
-    })
-}
-
 pub async fn run(args: StatusArgs) -> u8 {
     // A bad name is a usage error, before any I/O (not a connection error).
     if let Err(e) = rlock_core::validate::name(&args.name) {
@@ -68,44 +34,20 @@ pub async fn run(args: StatusArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let states = match read(&client, &args.name).await {
+    let seen = match client.inspect(&args.name).await {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
     if args.json {
-        println!("{}", json(&states));
+        println!("{}", seen.to_json());
     } else {
-        print!("{}", text(&args.name, &states));
+        print!("{}", text(&args.name, &seen));
     }
     0
 }
 
-fn json(states: &States) -> serde_json::Value {
-    let rwlock = states.rwlock.as_ref().map(|s| {
-        serde_json::json!({
-            "readers": s.holders.iter().filter(|h| !h.writes()).count(),
-            "writer": s.holders.iter().any(|h| h.writes()),
-            "waiting": s.waiting,
-        })
-    });
-    let semaphore = states.semaphore.as_ref().map(|s| {
-        let used = s.used();
-        serde_json::json!({
-            "permits": s.size,
-            "used": used,
-            "free": s.size.map(|n| n.saturating_sub(used)),
-            "holders": s.holders.len(),
-            "waiting": s.waiting,
-        })
-    });
-    let mut out = states.seen.to_json();
-    out["rwlock"] = serde_json::json!(rwlock);
-    out["semaphore"] = serde_json::json!(semaphore);
-    out
-}
-
-fn text(name: &str, states: &States) -> String {
-    let state = &states.mutex;
+fn text(name: &str, seen: &Inspection) -> String {
+    let state = &seen.state;
     let mut out = if state.held {
         let ttl = state.ttl_ms.map_or("no expiry".to_owned(), |ms| {
             format!("ttl {:.1} s", ms as f64 / 1000.0)
@@ -115,7 +57,7 @@ fn text(name: &str, states: &States) -> String {
             "{name}: held ({ttl}, count {}, fence {fence})\n",
             state.count
         );
-        if let Some(p) = &states.seen.holder {
+        if let Some(p) = &seen.holder {
             let since = state
                 .held_for
                 .map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()));
@@ -130,11 +72,12 @@ fn text(name: &str, states: &States) -> String {
     };
     if state.waiting > 0 {
         out += &format!("  {} waiting in line\n", state.waiting);
-        for p in &states.seen.waiters {
+        for p in &seen.waiters {
             out += &format!("  waiter: {}\n", holder::text(p));
         }
     }
-    if let Some(s) = &states.rwlock {
+    if let Some(rw) = &seen.rwlock {
+        let s = &rw.state;
         let readers = s.holders.iter().filter(|h| !h.writes()).count();
         let writer = match s.holders.iter().any(|h| h.writes()) {
             true => "a writer",
@@ -144,8 +87,13 @@ fn text(name: &str, states: &States) -> String {
             "{name} (read-write lock): {readers} readers, {writer}, {} waiting\n",
             s.waiting
         );
+        for (h, p) in s.holders.iter().zip(&rw.holders) {
+            let mode = if h.writes() { "writer" } else { "reader" };
+            out += &format!("  {mode}: {}\n", holder::text(p));
+        }
     }
-    if let Some(s) = &states.semaphore {
+    if let Some(sem) = &seen.semaphore {
+        let s = &sem.state;
         let used = s.used();
         let size = s.size.map_or("?".to_owned(), |n| n.to_string());
         out += &format!(
@@ -153,6 +101,9 @@ fn text(name: &str, states: &States) -> String {
             s.holders.len(),
             s.waiting
         );
+        for (h, p) in s.holders.iter().zip(&sem.holders) {
+            out += &format!("  {} permits: {}\n", h.permits, holder::text(p));
+        }
     }
     out
 }

@@ -59,14 +59,18 @@ pub async fn run(args: UnlockArgs) -> u8 {
             return exit::USAGE;
         }
     }
-    match client.force_unlock(&args.name).await {
-        Ok(Some(freed)) => {
-            let by = freed.holder.as_ref().map_or(String::new(), holder::text);
-            println!("{}: released (was held by {by})", args.name);
+    // The holding the operator saw and confirmed: one taken since is left alone.
+    match client.force_unlock_seen(&seen).await {
+        Ok(true) => {
+            println!(
+                "{}: released (was held by {})",
+                args.name,
+                holder::text(party)
+            );
             0
         }
-        Ok(None) => {
-            println!("{}: free (its holder let it go meanwhile)", args.name);
+        Ok(false) => {
+            println!("{}: left alone (that holding ended meanwhile)", args.name);
             0
         }
         Err(e) => fail(&e),

@@ -331,6 +331,7 @@ async fn give_back(deployment: &Deployment, given: &Given) {
             before: i64::from(left),
             fence: given.fence,
             last_valid_until: None,
+            forced: false,
         };
         match deployment
             .release(&given.keys, &given.owner, lease_ms, of)

@@ -15,7 +15,7 @@ use crate::error::{Error, NotOwnedReason, Result};
 use crate::keys::Keys;
 use crate::redis::directory::{Found, ScanTarget};
 use crate::redis::endpoint::ReleaseOf;
-use crate::redis::scripts::LockState;
+use crate::redis::scripts::{LockState, SharedState};
 
 /// What a client wrote about itself when it connected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,24 @@ pub struct Inspection {
     /// The first waiters in line, from its head (see
     /// [`LINE_SHOWN`](crate::LINE_SHOWN)).
     pub waiters: Vec<Party>,
+    /// The read-write lock of the name, when anyone holds or waits on it.
+    pub rwlock: Option<SharedInspection>,
+    /// The semaphore of the name, when anyone holds or waits on it.
+    pub semaphore: Option<SharedInspection>,
+}
+
+/// A read-write lock or a semaphore as inspection sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedInspection {
+    pub state: SharedState,
+    /// Who owns each of `state.holders`, in its order.
+    pub holders: Vec<Party>,
+}
+
+/// `state` when anyone holds or waits on it (or a key of another type is
+/// in its place).
+fn busy(state: SharedState) -> Option<SharedState> {
+    (!state.holders.is_empty() || state.waiting > 0 || state.foreign).then_some(state)
 }
 
 /// One held lock of a listing.
@@ -185,32 +203,68 @@ fn client_info(fields: &HashMap<String, String>) -> ClientInfo {
 }
 
 impl Client {
-    /// Who holds the mutex `name` and who waits in its line, with what
-    /// their clients registered (host, pid, command line).
+    /// Who holds the mutex `name` and who waits in its line, and who holds
+    /// the read-write lock and the semaphore of that name (when anyone holds
+    /// or waits on them; not on a Redlock, which has neither), each with
+    /// what its client registered (host, pid, command line).
     pub async fn inspect(&self, name: &str) -> Result<Inspection> {
         crate::options::name(name)?;
         let keys = Keys::new(&self.context.prefix, name);
         let deployment = self.context.deployment.current()?;
         let state = deployment.inspect(&keys).await?;
-        let mut ids: Vec<&str> = state
+        let (rwlock, semaphore) = if self.is_redlock() {
+            (None, None)
+        } else {
+            let defaults = crate::options::LockOptions::default;
+            let rw = self.rw_lock(name, defaults())?.state().await?;
+            // The size given here is not checked against the stored one:
+            // nothing is acquired.
+            let sem = self.semaphore(name, 1, defaults())?.state().await?;
+            (busy(rw), busy(sem))
+        };
+        let shared_owners = rwlock
+            .iter()
+            .chain(&semaphore)
+            .flat_map(|s| s.holders.iter().map(|h| h.owner.as_str()));
+        let mut ids: Vec<String> = state
             .owner
             .iter()
             .chain(&state.line)
-            .map(|o| o.split(':').next().unwrap_or(o))
+            .map(String::as_str)
+            .chain(shared_owners)
+            .map(|o| o.split(':').next().unwrap_or(o).to_owned())
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut registrations = HashMap::new();
-        for id in ids {
-            let found = deployment
-                .registration(&crate::keys::client_key(&self.context.prefix, id), id)
-                .await?;
-            let info = match found {
-                Found::Fields(f) => Some(client_info(&f)),
-                Found::Absent | Found::Foreign => None,
-            };
-            registrations.insert(id.to_owned(), info);
-        }
+        // Each read owns what it needs: a future borrowing from here would
+        // not be Send for every lifetime, which the faces' runtimes ask.
+        let reads = ids.into_iter().map(|id| {
+            let key = crate::keys::client_key(&self.context.prefix, &id);
+            let deployment = deployment.clone();
+            async move {
+                // A registration that cannot be read (a node down, an ACL
+                // without HGETALL) leaves that party unnamed, not the lock
+                // uninspected.
+                let info = match deployment.registration(&key, &id).await {
+                    Ok(Found::Fields(f)) => Some(client_info(&f)),
+                    Ok(Found::Absent | Found::Foreign) | Err(_) => None,
+                };
+                (id, info)
+            }
+        });
+        let registrations: HashMap<String, Option<ClientInfo>> =
+            futures_util::future::join_all(reads)
+                .await
+                .into_iter()
+                .collect();
+        let shared = |s: SharedState| SharedInspection {
+            holders: s
+                .holders
+                .iter()
+                .map(|h| party(&h.owner, &registrations))
+                .collect(),
+            state: s,
+        };
         Ok(Inspection {
             name: name.to_owned(),
             holder: state.owner.as_deref().map(|o| party(o, &registrations)),
@@ -219,6 +273,8 @@ impl Client {
                 .iter()
                 .map(|o| party(o, &registrations))
                 .collect(),
+            rwlock: rwlock.map(shared),
+            semaphore: semaphore.map(shared),
             state,
         })
     }
@@ -237,30 +293,48 @@ impl Client {
     }
 
     /// Frees the mutex `name` whoever holds it, as its holder's last
-    /// release would: the first live waiter in line is handed it, or every
-    /// waiter is told it is free; the holder learns of the loss at its next
-    /// renewal. Only the holding seen first is released (one taken
-    /// meanwhile is left alone). Returns what was released (`None`: it was
-    /// free, or not held through this protocol).
+    /// release would (see [`Client::force_unlock_seen`]). Returns what was
+    /// released (`None`: it was free, or not held through this protocol,
+    /// or its holder let it go meanwhile).
     pub async fn force_unlock(&self, name: &str) -> Result<Option<Inspection>> {
         let seen = self.inspect(name).await?;
+        Ok(self.force_unlock_seen(&seen).await?.then_some(seen))
+    }
+
+    /// Frees the holding `seen` shows (an inspection an operator confirmed),
+    /// as its holder's last release would: the first live waiter in line is
+    /// handed it, or every waiter is told it is free; the holder's own
+    /// release is refused and it learns of the loss at its next renewal.
+    /// Only that holding is released: one taken meanwhile, even by the same
+    /// owner, is left alone. Whether it was released (by this call, or by
+    /// its first send when it is sent again). A Redlock refuses it: its
+    /// masters count tokens apart, so a holding cannot be named on all.
+    pub async fn force_unlock_seen(&self, seen: &Inspection) -> Result<bool> {
+        if self.is_redlock() {
+            return Err(Error::invalid(
+                "a forced unlock names the holding by its fencing token, which Redlock masters \
+                 count apart: free it on each master, or wait for its lease to end",
+            ));
+        }
         let (Some(owner), Some(fence)) = (seen.state.owner.as_deref(), seen.state.fence) else {
-            return Ok(None);
+            return Ok(false);
         };
-        let keys = Keys::new(&self.context.prefix, name);
+        let keys = Keys::new(&self.context.prefix, &seen.name);
         let lease_ms = seen.state.ttl_ms.unwrap_or(1).max(1);
-        // As the holder's last acquisition, of that holding only: sent again
-        // after a lost reply, release.lua answers it as done.
+        // As the holder's last acquisition, of that holding only, marked as
+        // forced: sent again after a lost reply, release.lua answers it as
+        // done, and the holder's own release is refused.
         let of = ReleaseOf {
             before: 1,
             fence,
             last_valid_until: None,
+            forced: true,
         };
         let deployment = self.context.deployment.current()?;
         // Refused: that holding ended meanwhile (or another took its place).
         let released: std::result::Result<u32, NotOwnedReason> =
             deployment.release(&keys, owner, lease_ms, of).await?;
-        Ok(released.ok().map(|_| seen))
+        Ok(released.is_ok())
     }
 }
 

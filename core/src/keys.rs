@@ -51,6 +51,9 @@ pub struct Keys {
     /// that issue a token fold it into `fence` (raise that to it, then DEL
     /// it), so tokens keep growing on a Redis those builds used.
     pub legacy_fence: String,
+    /// `P:{NAME}:forced`: the holding an operator's forced release freed
+    /// (see `lua/release.lua`).
+    pub forced: String,
     /// `P:{NAME}:released`: the pub/sub channel announcing full releases.
     pub channel: String,
     /// `P:{NAME}:queue`: fair mode's waiting line (owner ids in arrival order).
@@ -83,6 +86,7 @@ impl Keys {
             // no lock of any other prefix (`P:fence`, say) has this key.
             fence: format!("{prefix}:fence{{{}}}", slot_tag(Slot::for_key(&lock))),
             legacy_fence: format!("{lock}:fence"),
+            forced: format!("{lock}:forced"),
             channel: format!("{lock}:released"),
             queue: format!("{lock}:queue"),
             leases: format!("{lock}:leases"),

@@ -43,7 +43,7 @@ pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use context::Client;
 pub use embed::{driver, spin};
 pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
-pub use inspect::{ClientInfo, Inspection, Listed, Listing, Party, SCAN_COUNT};
+pub use inspect::{ClientInfo, Inspection, Listed, Listing, Party, SharedInspection, SCAN_COUNT};
 pub use keys::{CacheKeys, Family, Keys};
 pub use kind::{Kind, MAX_PERMITS};
 pub use lock::{Acquired, Lock};

@@ -22,6 +22,8 @@ pub const REGISTRATION_LEASE: Duration = Duration::from_secs(30);
 /// A registration last written this long ago is written again at the next
 /// chance; a third of the lease, as the watchdog renews a lock.
 pub const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// A write that failed is tried again this long after.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 const NEVER: u64 = u64::MAX;
 /// A command line is cut to this many bytes.
 const MAX_PROCESS_BYTES: usize = 256;
@@ -40,13 +42,12 @@ pub(crate) struct Registration {
 
 impl Registration {
     /// `face` says which package the client came from ("python 3.11.4");
-    /// the command line is written without the passwords in `deployment`'s
-    /// URLs (or any URL's).
+    /// the process is named by its program and, for an interpreter, its
+    /// script (never the rest of the command line, where secrets go), and
+    /// without the passwords in `deployment`'s URLs (or any URL's).
     pub(crate) fn new(key: String, id: String, face: &str, deployment: &Deployment) -> Self {
-        let process = std::env::args()
-            .map(|a| hide_url_password(&a))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let args: Vec<String> = std::env::args().collect();
+        let process = hide_url_password(&process_name(&args));
         let process = cut(deployment.scrub(process), MAX_PROCESS_BYTES);
         Registration {
             key,
@@ -98,9 +99,15 @@ impl Registration {
             Ok(false) => {
                 // Tried again only a lease later: the key is not ours.
                 self.written_ms.store(started, Ordering::Relaxed);
-                telemetry.once_foreign_registration(&self.key);
+                telemetry.foreign_registration(&self.key);
             }
-            Err(e) => tracing::debug!(target: "rlock", error = %e, "registration not renewed"),
+            Err(e) => {
+                // Tried again a second from now, not at every attempt meanwhile.
+                let retry_at =
+                    started.saturating_sub((RENEW_EVERY - RETRY_AFTER).as_millis() as u64);
+                self.written_ms.store(retry_at, Ordering::Relaxed);
+                tracing::debug!(target: "rlock", error = %e, "registration not renewed");
+            }
         }
     }
 
@@ -153,6 +160,31 @@ fn hide_url_password(text: &str) -> String {
     )
 }
 
+/// The program's file name; for an interpreter (`python3`, `node`), also
+/// its script or module: `python3 worker.py`, `python3 -m celery`.
+fn process_name(args: &[String]) -> String {
+    let base = |a: &str| a.rsplit('/').next().unwrap_or(a).to_owned();
+    let Some(program) = args.first().map(|a| base(a)) else {
+        return String::new();
+    };
+    let interpreted = ["python", "node", "ruby", "perl", "php", "deno", "bun"]
+        .iter()
+        .any(|i| program.starts_with(i));
+    if !interpreted {
+        return program;
+    }
+    let mut rest = args[1..].iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "-m" => return format!("{program} -m {}", rest.next().map_or("", |m| m.as_str())),
+            "-c" | "-e" | "--eval" => return format!("{program} {a}"),
+            flag if flag.starts_with('-') => continue,
+            script => return format!("{program} {}", base(script)),
+        }
+    }
+    program
+}
+
 fn cut(mut text: String, max: usize) -> String {
     if text.len() > max {
         let mut end = max;
@@ -177,6 +209,43 @@ mod tests {
         assert_eq!(hide_url_password("redis://:pw@a:1"), "redis://:***@a:1");
         assert_eq!(hide_url_password("redis://db:6379"), "redis://db:6379");
         assert_eq!(hide_url_password("plain"), "plain");
+    }
+
+    #[test]
+    fn a_process_is_named_by_its_program_and_script_never_its_arguments() {
+        let name =
+            |args: &[&str]| process_name(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            name(&["/usr/bin/rlock", "exec", "--url", "redis://:pw@h"]),
+            "rlock"
+        );
+        assert_eq!(
+            name(&[
+                "/usr/bin/python3",
+                "-u",
+                "/srv/app/worker.py",
+                "--token",
+                "t"
+            ]),
+            "python3 worker.py"
+        );
+        assert_eq!(
+            name(&["python3.11", "-m", "celery", "worker", "--password=x"]),
+            "python3.11 -m celery"
+        );
+        assert_eq!(
+            name(&["node", "--inspect", "server.js", "secret"]),
+            "node server.js"
+        );
+        assert_eq!(
+            name(&[
+                "python",
+                "-c",
+                "import rlock; rlock.Client('redis://:pw@h')"
+            ]),
+            "python -c"
+        );
+        assert_eq!(name(&[]), "");
     }
 
     #[test]

@@ -114,15 +114,19 @@ impl Telemetry {
         });
     }
 
-    /// The client's registration key holds someone else's data (told once).
-    pub(crate) fn once_foreign_registration(&self, key: &str) {
+    /// The client's registration key holds someone else's data: logged
+    /// once, and an event each time it is found (at most every 10 s), so a
+    /// listener that came after the connection still hears of it.
+    pub(crate) fn foreign_registration(&self, key: &str) {
         use std::sync::atomic::Ordering;
+        let message = format!(
+            "{key} holds data that is not this client's registration: left alone, \
+             so inspection cannot name this client"
+        );
         if !self.foreign_registration_told.swap(true, Ordering::Relaxed) {
-            self.error(format!(
-                "{key} holds data that is not this client's registration: left alone, \
-                 so inspection cannot name this client"
-            ));
+            tracing::warn!(target: "rlock", "{message}");
         }
+        self.tell(Event::Error { message });
     }
 
     pub(crate) fn error(&self, message: String) {

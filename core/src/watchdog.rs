@@ -3,8 +3,9 @@
 //! holding, renews everything due in one pipeline (one round trip per tick,
 //! whatever the number of held locks), and leaves it to the holdings table to
 //! mark a holding lost when its lease ends by this client's clock or a renewal
-//! finds the key gone or someone else's. A tick that renews also renews the
-//! client's registration when it is due, sent beside the renewals.
+//! finds the key gone or someone else's. While anything is held it also
+//! renews the client's registration when that is due, beside the renewals
+//! (waking for it alone when the leases are longer than the registration's).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use tokio::time::Instant;
 use crate::holdings::Holdings;
 use crate::keys::Keys;
 use crate::redis::deployment::Deployment;
-use crate::registration::Registration;
+use crate::registration::{Registration, RENEW_EVERY};
 use crate::shutdown::Shutdown;
 
 /// The renewal loop of one client. Ends when `shutdown` turns true.
@@ -25,7 +26,11 @@ pub(crate) async fn run(
     mut shutdown: Shutdown,
 ) {
     loop {
-        let next = holdings.plan_wake();
+        // While anything is held, at least every RENEW_EVERY: a lease longer
+        // than the registration's must not let the registration lapse.
+        let next = holdings
+            .plan_wake()
+            .map(|at| at.min(Instant::now() + RENEW_EVERY));
         tokio::select! {
             _ = shutdown.signalled() => return,
             _ = holdings.changed() => continue,
@@ -34,6 +39,13 @@ pub(crate) async fn run(
         let now = Instant::now();
         holdings.expire(now);
         let batch = holdings.due(now);
+        if registration.due() {
+            // On a task of its own: a slow answer to it must not hold back
+            // the renewals' outcome.
+            let (registration, deployment) = (registration.clone(), deployment.clone());
+            let telemetry = holdings.telemetry.clone();
+            tokio::spawn(async move { registration.renew(&deployment, &telemetry).await });
+        }
         if batch.is_empty() {
             continue;
         }
@@ -47,13 +59,6 @@ pub(crate) async fn run(
             .iter()
             .map(|r| (&*r.keys, &*r.owner, r.lease_ms))
             .collect();
-        if registration.due() {
-            // On a task of its own: a slow answer to it must not hold back
-            // the renewals' outcome.
-            let (registration, deployment) = (registration.clone(), deployment.clone());
-            let telemetry = holdings.telemetry.clone();
-            tokio::spawn(async move { registration.renew(&deployment, &telemetry).await });
-        }
         let outcome = tokio::select! {
             r = deployment.renew(&requests, deadline) => r,
             _ = shutdown.signalled() => return,

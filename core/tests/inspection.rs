@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use redis::Commands;
-use rlock_core::{Client, Event, LockOptions, LostReason, Wait};
+use rlock_core::{Client, Error, Event, LockOptions, LostReason, NotOwnedReason, Wait};
 use rlock_test_support::{eventually, RedisServer};
 
 fn fair() -> LockOptions {
@@ -73,6 +73,128 @@ async fn inspect_names_the_holder_s_host_pid_and_unit_and_the_waiters_in_line() 
         .await
         .unwrap()
         .is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_names_the_readers_the_writer_and_the_permit_holders_of_the_name() {
+    let redis = RedisServer::start();
+    let a = Client::connect(&redis.url()).await.unwrap();
+    let b = Client::connect(&redis.url()).await.unwrap();
+    let free = a.inspect("shared").await.unwrap();
+    assert!(
+        free.rwlock.is_none() && free.semaphore.is_none(),
+        "nobody holds them"
+    );
+
+    let read_a = a.rw_lock("shared", LockOptions::default()).unwrap();
+    let read_b = b.rw_lock("shared", LockOptions::default()).unwrap();
+    read_a.read().acquire(Wait::Once).await.unwrap();
+    read_b.read().acquire(Wait::Once).await.unwrap();
+    let permits = b.semaphore("shared", 4, LockOptions::default()).unwrap();
+    permits.acquire(3, Wait::Once).await.unwrap();
+
+    let seen = a.inspect("shared").await.unwrap();
+    assert!(!seen.state.held, "the mutex of the name is another lock");
+    let rw = seen.rwlock.expect("the read-write lock is held");
+    let mut readers: Vec<&str> = rw.holders.iter().map(|p| p.client_id.as_str()).collect();
+    readers.sort_unstable();
+    let mut both = vec![a.id(), b.id()];
+    both.sort_unstable();
+    assert_eq!(readers, both);
+    assert!(rw.state.holders.iter().all(|h| !h.writes()));
+    assert!(rw
+        .holders
+        .iter()
+        .all(|p| p.client.as_ref().is_some_and(|c| c.face == "rust")));
+    let sem = seen.semaphore.expect("the semaphore is held");
+    assert_eq!(sem.holders.len(), 1);
+    assert_eq!(sem.holders[0].client_id, b.id());
+    assert_eq!(sem.state.holders[0].permits, 3);
+
+    let json = a.inspect("shared").await.unwrap().to_json();
+    assert_eq!(json["rwlock"]["readers"], 2);
+    assert_eq!(json["rwlock"]["held_by"][0]["mode"], "read");
+    assert_eq!(json["semaphore"]["used"], 3);
+    assert_eq!(json["semaphore"]["held_by"][0]["permits"], 3);
+    assert_eq!(json["semaphore"]["held_by"][0]["client_id"], b.id());
+}
+
+/// The operator's forced release, whose reply is lost once and which is
+/// sent again (recognised as done), and the holder's own release after it,
+/// before any renewal told the holder: refused, and the holding lost,
+/// whether the lock was handed to a waiter or deleted and taken since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_forced_release_the_holders_own_release_is_refused_not_taken_for_its_own() {
+    let (redis, proxy, operator) = rlock_test_support::behind_proxy().await;
+    let holder = Client::connect(&redis.url()).await.unwrap();
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let leased = || LockOptions::default().ttl(Duration::from_secs(20));
+
+    // Handed over: a waiter in line gets it.
+    let held = holder.lock_with("fu:a", leased()).unwrap();
+    held.acquire(Wait::Once).await.unwrap();
+    let queued = other.lock_with("fu:a", fair()).unwrap();
+    let waiting = tokio::spawn(async move {
+        queued
+            .acquire(Wait::For(Duration::from_secs(15)))
+            .await
+            .map(|_| queued)
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || redis
+            .conn()
+            .llen::<_, i64>("rlock:{fu:a}:queue")
+            .unwrap()
+            == 1)
+        .await
+    );
+    proxy.cut_on(
+        b"rlock:{fu:a}:forced",
+        rlock_test_support::Cut::AfterForward,
+        1,
+    );
+    let freed = operator.force_unlock("fu:a").await.unwrap();
+    assert_eq!(proxy.cuts_done(), 1, "the first reply was lost");
+    assert!(freed.is_some(), "sent again, and answered as done");
+    let next = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter was handed it")
+        .unwrap()
+        .unwrap();
+    let refused = held.release().await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotOwned {
+                reason: NotOwnedReason::HeldByAnother,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(held.lost(), None, "released: nothing left to lose");
+    let owner: String = redis.conn().hget("rlock:{fu:a}", "owner").unwrap();
+    assert_eq!(owner, next.owner(), "the waiter's holding untouched");
+
+    // Deleted (nobody in line), then taken by another: still refused.
+    let held = holder.lock_with("fu:b", leased()).unwrap();
+    held.acquire(Wait::Once).await.unwrap();
+    proxy.cut_on(
+        b"rlock:{fu:b}:forced",
+        rlock_test_support::Cut::AfterForward,
+        1,
+    );
+    assert!(operator.force_unlock("fu:b").await.unwrap().is_some());
+    assert_eq!(proxy.cuts_done(), 2);
+    let taker = other.lock("fu:b").unwrap();
+    taker.acquire(Wait::Once).await.unwrap();
+    let refused = held.release().await;
+    assert!(
+        matches!(refused, Err(Error::NotOwned { .. })),
+        "{refused:?}"
+    );
+    let owner: String = redis.conn().hget("rlock:{fu:b}", "owner").unwrap();
+    assert_eq!(owner, taker.owner());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

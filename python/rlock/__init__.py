@@ -191,7 +191,7 @@ class LongTtlWarning(UserWarning):
 
 _serials = itertools.count(1)
 _thread = threading.local()
-_tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = weakref.WeakKeyDictionary()
+_tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], str]" = weakref.WeakKeyDictionary()
 
 
 def _thread_unit() -> str:
@@ -224,10 +224,11 @@ def _task_unit() -> str:
     task = _running_task()
     if task is None:  # a coroutine driven by something other than asyncio
         return _thread_unit()
-    serial = _tasks.get(task)
-    if serial is None:
-        serial = _tasks.setdefault(task, next(_serials))
-    return f"{os.getpid()}:a{serial}:{task.get_name()[:64]}"
+    unit = _tasks.get(task)
+    if unit is None:
+        # Made once: a task renamed later (set_name) stays the same owner.
+        unit = _tasks.setdefault(task, f"{os.getpid()}:a{next(_serials)}:{task.get_name()[:64]}")
+    return unit
 
 
 def _caller_units() -> Tuple[str, ...]:

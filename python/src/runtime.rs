@@ -219,9 +219,10 @@ impl Drop for Bridging {
 /// ones finish, with the GIL released and a bound on the wait.
 #[pyfunction]
 pub fn before_exit(py: Python<'_>) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    py.detach(|| crate::logging::drain(deadline));
+    let logged_by = std::time::Instant::now() + Duration::from_secs(1);
+    py.detach(|| crate::logging::drain(logged_by));
     CLOSING.store(true, Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
     py.detach(|| {
         while BRIDGING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));

@@ -25,7 +25,11 @@ WOKEN_WITHIN = 2.0
 def rwlock(contenders: Contenders, name: str) -> Dict[str, Any]:
     """The read-write lock as `rlock status --json` shows it."""
     state: Dict[str, Any] = contenders.status(name)["rwlock"]
-    return state or {"readers": 0, "writer": False, "waiting": 0}
+    if state is None:
+        return {"readers": 0, "writer": False, "waiting": 0}
+    # Who holds each side: asserted in test_inspect.py.
+    assert len(state.pop("held_by")) == state["readers"] + state["writer"]
+    return state
 
 
 def in_line(contenders: Contenders, name: str, waiting: int) -> None:

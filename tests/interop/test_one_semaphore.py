@@ -27,6 +27,8 @@ def semaphore(contenders: Contenders, name: str) -> Dict[str, Any]:
     """The semaphore as `rlock status --json` shows it."""
     state: Dict[str, Any] = contenders.status(name)["semaphore"]
     assert state is not None, "nobody holds or waits on the semaphore"
+    # Who holds each permit: asserted in test_inspect.py.
+    assert len(state.pop("held_by")) == state["holders"]
     return state
 
 

@@ -243,3 +243,16 @@ c.close()
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert "rlock WARNING lock lost" in done.stdout, (done.stdout, done.stderr)
+
+
+def test_a_task_renamed_while_holding_stays_the_same_owner(aclient: rlock.AsyncClient, server: RedisServer, name: str) -> None:
+    async def body() -> None:
+        async with aclient.lock(name):
+            task = asyncio.current_task()
+            assert task is not None
+            task.set_name("renamed-while-holding")
+            async with aclient.lock(name, timeout=1):  # nests: the same owner
+                pass
+        assert not server.redis.exists(lock_key(name)), "released by its owner"
+
+    asyncio.run(asyncio.wait_for(body(), timeout=30))

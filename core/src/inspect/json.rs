@@ -3,18 +3,64 @@
 
 use serde_json::{json, Value};
 
-use super::{ClientInfo, Inspection, Listed, Party};
-use crate::redis::scripts::LockState;
+use super::{ClientInfo, Inspection, Listed, Party, SharedInspection};
+use crate::redis::scripts::{Holder, LockState};
 
 impl Inspection {
     /// `{name, held, owner, ttl_ms, count, fence, fence_counter, held_ms,
-    /// waiting, holder, waiters}`; `holder` is `null` when the lock is free.
+    /// waiting, holder, waiters, rwlock, semaphore}`; `holder` is `null`
+    /// when the lock is free; `rwlock` is `{readers, writer, waiting,
+    /// held_by}` and `semaphore` `{permits, used, free, holders, waiting,
+    /// held_by}`, each `null` when nobody holds or waits on it, `held_by`
+    /// listing each holding as a party with its `mode` (`read` or `write`)
+    /// or `permits`, and its `count`, `fence` and `ttl_ms`.
     pub fn to_json(&self) -> Value {
         let mut out = state(&self.name, &self.state);
         out["holder"] = self.holder.as_ref().map_or(Value::Null, Party::to_json);
         out["waiters"] = self.waiters.iter().map(Party::to_json).collect();
+        out["rwlock"] = self.rwlock.as_ref().map_or(Value::Null, |rw| {
+            let s = &rw.state;
+            json!({
+                "readers": s.holders.iter().filter(|h| !h.writes()).count(),
+                "writer": s.holders.iter().any(|h| h.writes()),
+                "waiting": s.waiting,
+                "held_by": held_by(rw, |h| json!({"mode": if h.writes() { "write" } else { "read" }})),
+            })
+        });
+        out["semaphore"] = self.semaphore.as_ref().map_or(Value::Null, |sem| {
+            let s = &sem.state;
+            let used = s.used();
+            json!({
+                "permits": s.size,
+                "used": used,
+                "free": s.size.map(|n| n.saturating_sub(used)),
+                "holders": s.holders.len(),
+                "waiting": s.waiting,
+                "held_by": held_by(sem, |h| json!({"permits": h.permits})),
+            })
+        });
         out
     }
+}
+
+/// Each holding of `shared` as its party, with what `kind` says of it.
+fn held_by(shared: &SharedInspection, kind: impl Fn(&Holder) -> Value) -> Value {
+    shared
+        .state
+        .holders
+        .iter()
+        .zip(&shared.holders)
+        .map(|(h, p)| {
+            let mut v = p.to_json();
+            if let (Value::Object(out), Value::Object(extra)) = (&mut v, kind(h)) {
+                out.extend(extra);
+                out.insert("count".into(), json!(h.count));
+                out.insert("fence".into(), json!(h.fence));
+                out.insert("ttl_ms".into(), json!(h.ttl_ms));
+            }
+            v
+        })
+        .collect()
 }
 
 impl Listed {

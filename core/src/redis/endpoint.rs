@@ -53,6 +53,8 @@ pub(crate) struct ReleaseOf {
     pub fence: u64,
     /// A last release: when the holder's lease ends by its own clock.
     pub last_valid_until: Option<tokio::time::Instant>,
+    /// An operator's forced release, sent as the holder (a mutex's only).
+    pub forced: bool,
 }
 
 impl ReleaseOf {
@@ -62,6 +64,7 @@ impl ReleaseOf {
         before: -1,
         fence: 0,
         last_valid_until: None,
+        forced: false,
     };
 
     /// The grant with token `fence`, which its owner never used (a handoff to
@@ -78,6 +81,7 @@ impl ReleaseOf {
             before: i64::from(count),
             fence,
             last_valid_until: None,
+            forced: false,
         }
     }
 }
@@ -528,6 +532,7 @@ impl Node {
                 &keys.queue,
                 &keys.leases,
                 &keys.legacy_fence,
+                &keys.forced,
             ]),
         }
         .arg(owner)
@@ -536,7 +541,8 @@ impl Node {
         .arg(&keys.waiter_prefix)
         .arg(self.numsub_command())
         .arg(of.before)
-        .arg(of.fence);
+        .arg(of.fence)
+        .arg(if of.forced { "1" } else { "0" });
         let released_earlier = |v: i64| {
             matches!(v, -1 | -2)
                 && of
