@@ -78,6 +78,8 @@ elseif ARGV[4] == '1' then
   local new = redis.pcall('HSETNX', KEYS[4], owner, ARGV[2])
   if new == 1 then
     redis.call('RPUSH', KEYS[3], owner)
+    -- When it joined, for inspection to say how long it has waited.
+    redis.call('HSET', KEYS[4], 'since:' .. owner, string.format('%d', now_ms()))
     waiting = waiting + 1
   elseif type(new) ~= 'number' then
     bad = 4

@@ -8,7 +8,7 @@
 --         (the caller must pass it on with release.lua), else 0
 -- (a line key holding another type has no entry to take out)
 redis.pcall('LREM', KEYS[2], 0, ARGV[1])
-redis.pcall('HDEL', KEYS[3], ARGV[1])
+redis.pcall('HDEL', KEYS[3], ARGV[1], 'since:' .. ARGV[1])
 if redis.call('TYPE', KEYS[1])['ok'] == 'hash' and redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
   return tonumber(redis.call('HGET', KEYS[1], 'fence'))
 end

@@ -3,7 +3,8 @@
 -- loads them; it does nothing on its own).
 --
 -- P:{NAME}:queue   LIST of waiting owner ids, in arrival order
--- P:{NAME}:leases  HASH owner id -> the lease (ms) that waiter asked for
+-- P:{NAME}:leases  HASH owner id -> the lease (ms) that waiter asked for, and
+--                   'since:' .. owner id -> when it joined (Redis' clock, ms)
 -- A waiter is alive while its client is subscribed to its waiter channel
 -- P:{NAME}:w:<client id> (the owner id up to its first ':'): a crashed or
 -- disconnected client drops out of the line at once, and a waiting line
@@ -72,7 +73,7 @@ local function queue_head(queue_key, leases_key, channel_prefix, numsub)
       return owner, lease
     end
     redis.call('LPOP', queue_key)
-    redis.call('HDEL', leases_key, owner)
+    redis.call('HDEL', leases_key, owner, 'since:' .. owner)
     owner = redis.call('LINDEX', queue_key, 0)
   end
   return nil
@@ -81,7 +82,7 @@ end
 -- Takes `owner` out of the line (it is at its head).
 local function queue_pop(queue_key, leases_key, owner)
   redis.call('LPOP', queue_key)
-  redis.call('HDEL', leases_key, owner)
+  redis.call('HDEL', leases_key, owner, 'since:' .. owner)
 end
 
 -- GET of a fence counter: nil when absent or of another type (the script

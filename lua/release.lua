@@ -10,8 +10,9 @@
 -- KEYS[5] their leases  P:{NAME}:leases
 -- KEYS[6] legacy fence counter  P:{NAME}:fence  (see acquire.lua), folded in
 --         when the lock is handed over
--- KEYS[7] forced-release mark  P:{NAME}:forced  'owner:fence' of a holding an
---         operator freed without handing it over, for the rest of its lease
+-- KEYS[7] forced-release marks  P:{NAME}:forced  HASH 'owner:fence' of each
+--         holding an operator's forced release ended -> until when (Redis'
+--         clock, ms) that holding's lease would have run
 -- ARGV[1] owner id
 -- ARGV[2] lease in milliseconds, restored on the holding that remains after a
 --         nested release
@@ -28,14 +29,59 @@
 --         with its token, so no later holding of that owner is touched)
 -- ARGV[8] '1': an operator's forced release, sent as the holder (with its
 --         token) by `rlock unlock --force`; the holding it ends is marked,
---         so that the holder's own release is refused (-3), not taken for
---         its own earlier send; absent or '0': the holder's own
+--         so that the holder's own release is refused (-3) for the rest of
+--         that lease, not taken for its own earlier send, whatever happened
+--         to the lock since; absent or '0': the holder's own
 -- returns the re-entry count left (0: the lock was handed over or freed, by
 --           this request or, when it is sent again, by its first send),
 --         -1 when the lock is gone (its lease ended),
 --         -2 when someone else holds it (never touched),
 --         -3 when an operator's forced release ended this holding
 local forced = ARGV[8] == '1'
+
+-- When the forced release of `holding` stops counting (ms by Redis' clock):
+-- while the lease it ended would have run. nil: no such mark.
+local function forced_until(holding)
+  if not KEYS[7] or redis.call('TYPE', KEYS[7])['ok'] ~= 'hash' then
+    return nil
+  end
+  return tonumber(redis.call('HGET', KEYS[7], holding))
+end
+
+-- Marks `holding` as ended by an operator for `left_ms`, and drops the
+-- marks whose time is over (one hash per name, few entries). A key of
+-- another type in its place is someone else's: left alone.
+local function mark_forced(holding, left_ms)
+  if not KEYS[7] then
+    return
+  end
+  local kind = redis.call('TYPE', KEYS[7])['ok']
+  if kind ~= 'hash' and kind ~= 'none' then
+    return
+  end
+  local now = now_ms()
+  local marks = redis.call('HGETALL', KEYS[7])
+  for i = 1, #marks, 2 do
+    if (tonumber(marks[i + 1]) or 0) <= now then
+      redis.call('HDEL', KEYS[7], marks[i])
+    end
+  end
+  redis.call('HSET', KEYS[7], holding, string.format('%d', now + left_ms))
+  if redis.call('PTTL', KEYS[7]) < left_ms then
+    redis.call('PEXPIRE', KEYS[7], left_ms)
+  end
+end
+
+-- What is left of the holding's lease: its PTTL, or an hour for a key
+-- without expiry (its holder counts a lease of its own all the same).
+local function lease_left()
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then
+    return left
+  end
+  return 3600000
+end
+
 local count, refused, previous = held_count(KEYS[1], ARGV[1], ARGV[7])
 if not count then
   if ARGV[7] and ARGV[7] ~= '0' then
@@ -45,12 +91,10 @@ if not count then
       -- This very release handed the lock over already (it is sent again).
       return 0
     end
-    if previous == mark then
-      return -3
-    end
-    -- Freed, and perhaps taken by another since: the mark still says so.
-    if KEYS[7] and redis.call('TYPE', KEYS[7])['ok'] == 'string'
-        and redis.call('GET', KEYS[7]) == holding then
+    -- Freed by an operator, and perhaps taken and released since: the mark
+    -- says so for as long as that lease would have run.
+    local mark_until = forced_until(holding)
+    if previous == mark or (mark_until and mark_until > now_ms()) then
       if forced then
         return 0
       end
@@ -77,6 +121,7 @@ if head then
   if fence then
     local previous = ARGV[1] .. ':' .. tostring(redis.call('HGET', KEYS[1], 'fence'))
     if forced then
+      mark_forced(previous, lease_left())
       previous = 'forced:' .. previous
     end
     queue_pop(KEYS[4], KEYS[5], head)
@@ -86,12 +131,8 @@ if head then
     return 0
   end
 end
-if forced and KEYS[7] then
-  local left = redis.call('PTTL', KEYS[1])
-  if left > 0 then
-    redis.call('SET', KEYS[7], ARGV[1] .. ':' .. tostring(redis.call('HGET', KEYS[1], 'fence')),
-      'PX', left)
-  end
+if forced then
+  mark_forced(ARGV[1] .. ':' .. tostring(redis.call('HGET', KEYS[1], 'fence')), lease_left())
 end
 redis.call('DEL', KEYS[1])
 redis.call(ARGV[3], KEYS[2], 'released')

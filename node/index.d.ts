@@ -141,6 +141,8 @@ export interface Party {
   unit: string
   /** null once that client's registration ran out (it stopped, or its lease ended). */
   client: ClientInfo | null
+  /** A waiter's time in line so far (null for a holder). */
+  waited_ms: number | null
 }
 
 /** A lock as Redis has it at one moment (`client.inspect()`). */

@@ -15,7 +15,7 @@ pub struct StatusArgs {
     /// Print one JSON object: {"name", "held", "owner", "ttl_ms", "count", "fence",
     /// "fence_counter", "held_ms", "holder", "waiting", "waiters", "rwlock",
     /// "semaphore"}; a holder or waiter is {"owner", "client_id", "unit",
-    /// "client"}, its client {"host", "pid", "process", "face", "version",
+    /// "client", "waited_ms"}, its client {"host", "pid", "process", "face", "version",
     /// "since_ms"} (null without a registration); the last two are null when
     /// nobody holds or waits on them, else {"readers", "writer", "waiting"}
     /// and {"permits", "used", "free", "holders", "waiting"}.
@@ -73,7 +73,10 @@ fn text(name: &str, seen: &Inspection) -> String {
     if state.waiting > 0 {
         out += &format!("  {} waiting in line\n", state.waiting);
         for p in &seen.waiters {
-            out += &format!("  waiter: {}\n", holder::text(p));
+            let waited = p
+                .waited
+                .map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()));
+            out += &format!("  waiter: {}{waited}\n", holder::text(p));
         }
     }
     if let Some(rw) = &seen.rwlock {

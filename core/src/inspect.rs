@@ -46,6 +46,9 @@ pub struct Party {
     /// Its client's registration; `None` when it has none (it ended, or
     /// an earlier build made it).
     pub client: Option<ClientInfo>,
+    /// A waiter's time in line so far, by Redis' clock (`None` for a
+    /// holder, or a waiter of an earlier build).
+    pub waited: Option<std::time::Duration>,
 }
 
 /// A lock as inspection sees it.
@@ -187,6 +190,7 @@ fn party(owner: &str, registrations: &HashMap<String, Option<ClientInfo>>) -> Pa
         client_id: client_id.to_owned(),
         unit: unit.to_owned(),
         client: registrations.get(client_id).cloned().flatten(),
+        waited: None,
     }
 }
 
@@ -271,7 +275,11 @@ impl Client {
             waiters: state
                 .line
                 .iter()
-                .map(|o| party(o, &registrations))
+                .zip(&state.line_waited)
+                .map(|(o, waited)| Party {
+                    waited: *waited,
+                    ..party(o, &registrations)
+                })
                 .collect(),
             rwlock: rwlock.map(shared),
             semaphore: semaphore.map(shared),

@@ -50,6 +50,13 @@ async fn inspect_names_the_holder_s_host_pid_and_unit_and_the_waiters_in_line() 
     assert_eq!(view.waiters.len(), 1);
     assert_eq!(view.waiters[0].client_id, waiter.id());
     assert!(view.waiters[0].client.is_some());
+    assert!(view.waiters[0].waited.is_some(), "in line since it joined");
+    assert!(h.waited.is_none(), "a holder waits for nothing");
+    let later = seen.inspect("product:1001").await.unwrap();
+    assert!(
+        later.waiters[0].waited >= view.waiters[0].waited,
+        "its wait grows"
+    );
 
     // The operator's forced release hands it to the waiter in line.
     let forced = seen.force_unlock("product:1001").await.unwrap();
@@ -195,6 +202,55 @@ async fn after_a_forced_release_the_holders_own_release_is_refused_not_taken_for
     );
     let owner: String = redis.conn().hget("rlock:{fu:b}", "owner").unwrap();
     assert_eq!(owner, taker.owner());
+}
+
+/// The holder's release sent twice (its first send cut before Redis saw
+/// it) after the operator freed its holding and the waiter it went to has
+/// released too: the resend finds the lock gone, which a lease still valid
+/// by the holder's clock would take for its own first send landing; the
+/// operator's mark says otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_release_after_a_forced_one_is_refused_even_once_the_lock_moved_on() {
+    let (redis, proxy, holder) = rlock_test_support::behind_proxy().await;
+    let operator = Client::connect(&redis.url()).await.unwrap();
+    let other = Client::connect(&redis.url()).await.unwrap();
+    let held = holder
+        .lock_with("fu:c", LockOptions::default().ttl(Duration::from_secs(20)))
+        .unwrap();
+    held.acquire(Wait::Once).await.unwrap();
+    let queued = other.lock_with("fu:c", fair()).unwrap();
+    let waiting = tokio::spawn(async move {
+        queued
+            .acquire(Wait::For(Duration::from_secs(15)))
+            .await
+            .map(|_| queued)
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || redis
+            .conn()
+            .llen::<_, i64>("rlock:{fu:c}:queue")
+            .unwrap()
+            == 1)
+        .await
+    );
+    assert!(operator.force_unlock("fu:c").await.unwrap().is_some());
+    let next = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    next.release().await.unwrap();
+    proxy.cut_on(
+        b"rlock:{fu:c}:forced",
+        rlock_test_support::Cut::BeforeForward,
+        1,
+    );
+    let refused = held.release().await;
+    assert_eq!(proxy.cuts_done(), 1, "the first send was cut");
+    assert!(
+        matches!(refused, Err(Error::NotOwned { .. })),
+        "{refused:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1219,7 +1219,7 @@ class Client(_ClientBase):
         now: ``held``, ``owner``, ``ttl_ms`` (lease left), ``count``
         (re-entries), ``fence``, ``held_ms`` (since the holding began),
         ``waiting``, and ``holder`` and ``waiters`` as parties: ``owner``,
-        ``client_id``, ``unit`` (``pid:tN:thread-name`` or ``pid:aN:task-name``
+        ``client_id``, ``waited_ms`` (a waiter's time in line; None for a holder), ``unit`` (``pid:tN:thread-name`` or ``pid:aN:task-name``
         in Python; a handle's or scope's serial in Node) and ``client``, what
         that client registered (``host``, ``pid``, ``process``, ``face``,
         ``version``, ``since_ms``), None once its registration ran out."""

@@ -189,6 +189,8 @@ def test_inspect_names_the_holders_and_waiters_host_pid_and_thread(
         assert h["client"]["version"] == rlock.__version__
         [w] = seen["waiters"]
         assert w["unit"].endswith(":second-in-line")
+        assert w["waited_ms"] is not None and w["waited_ms"] >= 0
+        assert h["waited_ms"] is None
         assert w["client_id"] == h["client_id"]
     finally:
         client.close()

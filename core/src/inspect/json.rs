@@ -72,14 +72,15 @@ impl Listed {
 }
 
 impl Party {
-    /// `{owner, client_id, unit, client}`; `client` is `null` when its
-    /// client left no registration.
+    /// `{owner, client_id, unit, client, waited_ms}`; `client` is `null`
+    /// when its client left no registration, `waited_ms` for a holder.
     pub fn to_json(&self) -> Value {
         json!({
             "owner": self.owner,
             "client_id": self.client_id,
             "unit": self.unit,
             "client": self.client.as_ref().map(ClientInfo::to_json),
+            "waited_ms": self.waited.map(|d| d.as_millis() as u64),
         })
     }
 }

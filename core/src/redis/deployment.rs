@@ -540,6 +540,7 @@ fn majority_view(states: &[LockState], quorum: usize) -> LockState {
         .iter()
         .filter(|s| s.held && owner.is_some() && s.owner == owner)
         .collect();
+    let longest = states.iter().max_by_key(|s| s.waiting);
     let mut ttls: Vec<u64> = mine.iter().filter_map(|s| s.ttl_ms).collect();
     ttls.sort_unstable();
     LockState {
@@ -552,11 +553,8 @@ fn majority_view(states: &[LockState], quorum: usize) -> LockState {
         waiting: states.iter().map(|s| s.waiting).max().unwrap_or(0),
         held_for: mine.iter().filter_map(|s| s.held_for).max(),
         // The longest line seen: waiters join it on every master they reach.
-        line: states
-            .iter()
-            .max_by_key(|s| s.waiting)
-            .map(|s| s.line.clone())
-            .unwrap_or_default(),
+        line: longest.map(|s| s.line.clone()).unwrap_or_default(),
+        line_waited: longest.map(|s| s.line_waited.clone()).unwrap_or_default(),
         owner,
     }
 }

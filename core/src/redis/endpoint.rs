@@ -630,7 +630,13 @@ impl Node {
     /// `inspect.lua`.
     pub(crate) async fn inspect(&self, keys: &Keys) -> RedisResult<LockState> {
         let call = INSPECT
-            .call(&[&keys.lock, &keys.fence, &keys.queue, &keys.legacy_fence])
+            .call(&[
+                &keys.lock,
+                &keys.fence,
+                &keys.queue,
+                &keys.legacy_fence,
+                &keys.leases,
+            ])
             .arg(LINE_SHOWN);
         let reply: InspectReply = match self.call(&call).await {
             Err(e) if is_transient(&e) => self.call(&call).await?,

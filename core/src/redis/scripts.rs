@@ -205,17 +205,32 @@ pub struct LockState {
     /// The owner ids of the first [`LINE_SHOWN`] waiters in line, from its
     /// head.
     pub line: Vec<String>,
+    /// How long each of them has waited in line, by Redis' clock (None: it
+    /// joined with an earlier build, which did not note when).
+    pub line_waited: Vec<Option<std::time::Duration>>,
 }
 
 /// How many waiters of a line an inspection names.
 pub const LINE_SHOWN: usize = 100;
 
 /// What `inspect.lua` answers.
-pub(crate) type InspectReply = (i64, String, i64, i64, i64, i64, i64, i64, Vec<String>);
+pub(crate) type InspectReply = (
+    i64,
+    String,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Vec<String>,
+    Vec<i64>,
+);
 
 impl LockState {
     pub(crate) fn from_reply(r: InspectReply) -> Self {
-        let (held, owner, count, fence, pttl, counter, waiting, held_ms, line) = r;
+        let (held, owner, count, fence, pttl, counter, waiting, held_ms, line, waited) = r;
+        let ms = |v: i64| u64::try_from(v).ok().map(std::time::Duration::from_millis);
         LockState {
             held: held != 0,
             owner: (held == 1).then_some(owner),
@@ -224,9 +239,10 @@ impl LockState {
             ttl_ms: u64::try_from(pttl).ok(),
             fence_counter: (counter > 0).then_some(counter as u64),
             waiting: u32::try_from(waiting).unwrap_or(0),
-            held_for: u64::try_from(held_ms)
-                .ok()
-                .map(std::time::Duration::from_millis),
+            held_for: ms(held_ms),
+            line_waited: (0..line.len())
+                .map(|i| waited.get(i).copied().and_then(ms))
+                .collect(),
             line,
         }
     }
