@@ -9,6 +9,10 @@
 -- (a line key holding another type has no entry to take out)
 redis.pcall('LREM', KEYS[2], 0, ARGV[1])
 redis.pcall('HDEL', KEYS[3], ARGV[1], 'since:' .. ARGV[1])
+-- An emptied line takes its leases hash with it (see queue.lua).
+if redis.call('TYPE', KEYS[2])['ok'] == 'none' and redis.call('TYPE', KEYS[3])['ok'] == 'hash' then
+  redis.call('DEL', KEYS[3])
+end
 if redis.call('TYPE', KEYS[1])['ok'] == 'hash' and redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
   return tonumber(redis.call('HGET', KEYS[1], 'fence'))
 end

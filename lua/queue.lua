@@ -10,6 +10,9 @@
 -- disconnected client drops out of the line at once, and a waiting line
 -- costs no commands to keep alive.
 --
+-- An emptied line takes its leases hash with it: whatever is left there (a
+-- join time an earlier build did not remove) belongs to nobody in line.
+--
 -- A line key holding a value of another type (written by something else)
 -- makes the line count as empty: nobody is handed the lock through it and
 -- nobody joins it, and nothing is written to it; the lock itself still works.
@@ -23,6 +26,11 @@
 -- when Redis' count is past the owner's view `before` already (this request
 -- was applied, its reply lost, or the lock was handed to it meanwhile);
 -- `before` -1: count it whatever the count.
+-- Effects replication, for the writes after TIME (the default from Redis 5 on).
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
 local function re_entered(count, before)
   return before < 0 or count <= before
 end
@@ -76,6 +84,7 @@ local function queue_head(queue_key, leases_key, channel_prefix, numsub)
     redis.call('HDEL', leases_key, owner, 'since:' .. owner)
     owner = redis.call('LINDEX', queue_key, 0)
   end
+  redis.call('DEL', leases_key)
   return nil
 end
 
@@ -83,6 +92,9 @@ end
 local function queue_pop(queue_key, leases_key, owner)
   redis.call('LPOP', queue_key)
   redis.call('HDEL', leases_key, owner, 'since:' .. owner)
+  if redis.call('LLEN', queue_key) == 0 then
+    redis.call('DEL', leases_key)
+  end
 end
 
 -- GET of a fence counter: nil when absent or of another type (the script

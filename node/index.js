@@ -8,6 +8,7 @@
 const { AsyncLocalStorage } = require('node:async_hooks')
 const { EventEmitter } = require('node:events')
 const native = require('./native.js')
+const tracing = require('./tracing.js')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const CONSTRUCT = Symbol('redis-rlock internal')
@@ -699,12 +700,15 @@ class Lock {
     } catch (err) {
       return Promise.reject(err)
     }
-    return acquiring(this.#native, signal)
+    const nativeLock = this.#native
+    if (!tracing.enabled) return acquiring(nativeLock, signal)
+    return tracing.acquire(this, () => acquiring(nativeLock, signal))
   }
 
   /** One attempt: true when acquired, false when someone else holds it. */
   tryAcquire() {
-    return this.#native.tryAcquire()
+    if (!tracing.enabled) return this.#native.tryAcquire()
+    return tracing.acquire(this, () => this.#native.tryAcquire(), (got) => got)
   }
 
   /**
@@ -712,7 +716,8 @@ class Lock {
    * does not hold it, and never touches another owner's lock).
    */
   release() {
-    return this.#native.release()
+    if (!tracing.enabled) return this.#native.release()
+    return tracing.release(this, () => this.#native.release())
   }
 
   /** Resets the lease of this held lock to `ttlMs` (default: its ttl). */
@@ -737,7 +742,8 @@ class Lock {
 
   /** `await using`: releases if this handle holds the lock, else nothing. */
   [asyncDispose]() {
-    return this.#native.dispose()
+    if (!tracing.enabled) return this.#native.dispose()
+    return tracing.release(this, () => this.#native.dispose())
   }
 
   /**
@@ -760,18 +766,21 @@ class Lock {
     const scope = { outer: scopes.getStore(), id: this.#id, open: true }
     let value
     try {
-      value = await scopes.run(scope, fn, this.signal, this)
+      // The hold span (when tracing) is active in the callback.
+      value = await tracing.withHold(this, () => scopes.run(scope, fn, this.signal, this))
     } catch (err) {
       scope.open = false
       // A failing release (the lease was lost, Redis is down) must not hide
       // the callback's own error.
       await this.#native.finish().catch(() => {})
+      if (tracing.enabled) tracing.closeHold(this, err)
       throw err
     }
     // Work the callback left running is no longer inside the scope.
     scope.open = false
     // Rejects `LockLostError` if the lease was lost meanwhile.
-    await this.#native.finish()
+    if (tracing.enabled) await tracing.release(this, () => this.#native.finish())
+    else await this.#native.finish()
     return value
   }
 }
@@ -841,14 +850,17 @@ class Semaphore extends Lock {
     } catch (err) {
       return Promise.reject(err)
     }
-    return acquiring(taking, signal)
+    if (!tracing.enabled) return acquiring(taking, signal)
+    return tracing.acquire(this, () => acquiring(taking, signal))
   }
 
   /** One attempt at `permits` (default 1) permits: true when acquired. */
   tryAcquire(options) {
     try {
       const { permits } = optionsObject(options, 'options', ['permits'])
-      return this.#taking(permits).tryAcquire()
+      const taking = this.#taking(permits)
+      if (!tracing.enabled) return taking.tryAcquire()
+      return tracing.acquire(this, () => taking.tryAcquire(), (got) => got)
     } catch (err) {
       return Promise.reject(err)
     }

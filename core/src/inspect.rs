@@ -46,8 +46,9 @@ pub struct Party {
     /// Its client's registration; `None` when it has none (it ended, or
     /// an earlier build made it).
     pub client: Option<ClientInfo>,
-    /// A waiter's time in line so far, by Redis' clock (`None` for a
-    /// holder, or a waiter of an earlier build).
+    /// A mutex waiter's time in line so far, by Redis' clock (`None` for a
+    /// holder, a waiter of an earlier build, and the holders of a
+    /// read-write lock or semaphore).
     pub waited: Option<std::time::Duration>,
 }
 

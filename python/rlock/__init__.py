@@ -68,7 +68,7 @@ from typing import (
     overload,
 )
 
-from . import _native
+from . import _native, _tracing
 from ._redis_py import servers_of
 
 if TYPE_CHECKING:
@@ -380,8 +380,19 @@ class _LockBase:
 
     async def _enter_task(self) -> int:
         """Acquires for the calling task (``async with``); the fencing token."""
-        acquisition = await self._native.enter_async(_task_unit())
-        return acquisition.keep()
+        if not _tracing.enabled():
+            acquisition = await self._native.enter_async(_task_unit())
+            return acquisition.keep()
+        unit = _task_unit()
+        span = _tracing.start_acquire(self._native.name)
+        try:
+            token = (await self._native.enter_async(unit)).keep()
+        except BaseException as e:
+            _tracing.end_acquire(span, None, e)
+            raise
+        _tracing.end_acquire(span, token)
+        _tracing.start_hold(self._native, unit, self._native.name, token, current=True)
+        return token
 
     async def __aexit__(
         self,
@@ -389,14 +400,28 @@ class _LockBase:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        finished = self._native.finish_async(_task_unit())
-        if exc is None:
-            await finished
-            return
+        unit = _task_unit()
+        finished = self._native.finish_async(unit)
         try:
-            await finished
-        except LockError as error:
-            _note(exc, error)
+            if exc is None:
+                await finished
+            else:
+                try:
+                    await finished
+                except LockError as error:
+                    _note(exc, error)
+        except BaseException as e:
+            _tracing.end_hold(self._native, unit, e)
+            raise
+        _tracing.end_hold(self._native, unit, exc)
+
+    def _traced_acquire(self, unit: str, acquired: bool) -> bool:
+        """Ends the acquire span's bookkeeping for a sync or async acquire."""
+        if acquired:
+            token = self._native.fencing_token(unit)
+            if token is not None:
+                _tracing.start_hold(self._native, unit, self._native.name, token, current=False)
+        return acquired
 
     def __repr__(self) -> str:
         n = self._native
@@ -423,11 +448,30 @@ class Lock(_LockBase):
 
         Arguments left as None take the lock's own settings. The GIL is released
         while waiting, and Ctrl-C interrupts the wait."""
-        return self._native.acquire(_thread_unit(), blocking, timeout)
+        if not _tracing.enabled():
+            return self._native.acquire(_thread_unit(), blocking, timeout)
+        unit = _thread_unit()
+        span = _tracing.start_acquire(self._native.name)
+        try:
+            acquired = self._native.acquire(unit, blocking, timeout)
+        except BaseException as e:
+            _tracing.end_acquire(span, None, e)
+            raise
+        _tracing.end_acquire(span, self._native.fencing_token(unit) if acquired else None)
+        return self._traced_acquire(unit, acquired)
 
     def release(self) -> None:
         """Releases one acquisition; raises LockNotOwned if not held by this owner."""
-        self._native.release(_thread_unit())
+        if not _tracing.enabled():
+            self._native.release(_thread_unit())
+            return
+        unit = _thread_unit()
+        try:
+            self._native.release(unit)
+        except BaseException as e:
+            _tracing.end_hold(self._native, unit, e)
+            raise
+        _tracing.end_hold(self._native, unit)
 
     @_suggesting
     def extend(self, ttl: Optional[float] = None) -> None:
@@ -443,7 +487,18 @@ class Lock(_LockBase):
         return self._native.owned(_thread_unit())
 
     def __enter__(self) -> HeldLock:
-        return HeldLock(self._native, self._native.enter(_thread_unit()))
+        if not _tracing.enabled():
+            return HeldLock(self._native, self._native.enter(_thread_unit()))
+        unit = _thread_unit()
+        span = _tracing.start_acquire(self._native.name)
+        try:
+            token = self._native.enter(unit)
+        except BaseException as e:
+            _tracing.end_acquire(span, None, e)
+            raise
+        _tracing.end_acquire(span, token)
+        _tracing.start_hold(self._native, unit, self._native.name, token, current=True)
+        return HeldLock(self._native, token)
 
     async def __aenter__(self) -> HeldLock:
         return HeldLock(self._native, await self._enter_task())
@@ -454,13 +509,19 @@ class Lock(_LockBase):
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        if exc is None:
-            self._native.finish(_thread_unit())
-            return
+        unit = _thread_unit()
         try:
-            self._native.finish(_thread_unit())
-        except LockError as error:
-            _note(exc, error)
+            if exc is None:
+                self._native.finish(unit)
+            else:
+                try:
+                    self._native.finish(unit)
+                except LockError as error:
+                    _note(exc, error)
+        except BaseException as e:
+            _tracing.end_hold(self._native, unit, e)
+            raise
+        _tracing.end_hold(self._native, unit, exc)
 
 
 class AsyncLock(_LockBase):
@@ -476,15 +537,29 @@ class AsyncLock(_LockBase):
         """Acquires; False when busy (blocking=False) or when ``timeout`` passed.
 
         Cancelling the awaiting task stops the wait and leaves no lock behind."""
-        acquisition = await self._native.acquire_async(_task_unit(), blocking, timeout)
+        unit = _task_unit()
+        span = _tracing.start_acquire(self._native.name)
+        try:
+            acquisition = await self._native.acquire_async(unit, blocking, timeout)
+        except BaseException as e:
+            _tracing.end_acquire(span, None, e)
+            raise
         if acquisition is None:
+            _tracing.end_acquire(span, None)
             return False
-        acquisition.keep()
-        return True
+        token = acquisition.keep()
+        _tracing.end_acquire(span, token)
+        return self._traced_acquire(unit, True)
 
     async def release(self) -> None:
         """Releases one acquisition; raises LockNotOwned if not held by this task."""
-        await self._native.release_async(_task_unit())
+        unit = _task_unit()
+        try:
+            await self._native.release_async(unit)
+        except BaseException as e:
+            _tracing.end_hold(self._native, unit, e)
+            raise
+        _tracing.end_hold(self._native, unit)
 
     @_suggesting
     async def extend(self, ttl: Optional[float] = None) -> None:

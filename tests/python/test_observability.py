@@ -18,7 +18,9 @@ import pytest
 import rlock
 from rlock_test_support.keys import lock_key
 from rlock_test_support.servers import RedisServer
-from rlock_test_support.waiting import eventually, wait_until
+from rlock_test_support.waiting import wait_until
+
+from owners import HeldInThread
 
 
 
@@ -119,22 +121,11 @@ def test_stats_count_cycles_contention_and_renewals(server: RedisServer, name: s
         for _ in range(5):
             with client.lock(name):
                 pass
-        held = threading.Event()
-        go = threading.Event()
-
-        def hold() -> None:
-            with client.lock(name):
-                held.set()
-                go.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        assert held.wait(10)
+        holder = HeldInThread(client.lock(name)).start()
         waiter = threading.Thread(target=lambda: client.lock(name, timeout=10).acquire() and None)
         waiter.start()
         wait_until(lambda: client.inspect(name)["waiting"] == 1, 10, "the waiter in line")
-        go.set()
-        holder.join(10)
+        holder.stop()
         waiter.join(10)
         stats = client.stats()
         assert stats["acquisitions"] == 7
@@ -156,25 +147,14 @@ def test_inspect_names_the_holders_and_waiters_host_pid_and_thread(
 ) -> None:
     client = rlock.Client(server.url)
     try:
-        held = threading.Event()
-        go = threading.Event()
-
-        def hold() -> None:
-            with client.lock(name, ttl=20):
-                held.set()
-                go.wait(10)
-
-        holder = threading.Thread(target=hold, name="rebuild-worker")
-        holder.start()
-        assert held.wait(10)
+        holder = HeldInThread(client.lock(name, ttl=20), "rebuild-worker").start()
         waiter = threading.Thread(
             target=lambda: client.lock(name, timeout=10).acquire() and None, name="second-in-line"
         )
         waiter.start()
         wait_until(lambda: client.inspect(name)["waiting"] == 1, 10, "the waiter in line")
         seen = client.inspect(name)
-        go.set()
-        holder.join(10)
+        holder.stop()
         waiter.join(10)
 
         assert seen["held"] and seen["count"] == 1

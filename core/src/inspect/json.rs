@@ -73,7 +73,7 @@ impl Listed {
 
 impl Party {
     /// `{owner, client_id, unit, client, waited_ms}`; `client` is `null`
-    /// when its client left no registration, `waited_ms` for a holder.
+    /// when its client left no registration, `waited_ms` `null` for a holder.
     pub fn to_json(&self) -> Value {
         json!({
             "owner": self.owner,
