@@ -34,6 +34,9 @@ function failed(span, err) {
  */
 function acquire(lock, run, acquired = () => true) {
   const span = tracer.startSpan('rlock.acquire', { attributes: { 'rlock.lock': lock.name } })
+  // The API without an SDK (installed as another package's dependency, say)
+  // records nothing: then the call goes out as untraced, with no extra hop.
+  if (!span.isRecording()) return run()
   let promise
   try {
     promise = run()
@@ -80,6 +83,7 @@ function closeHold(lock, err) {
 
 /** Traces the release `run()` starts for `lock`. */
 function release(lock, run) {
+  if (!holds.get(lock)?.length) return run()
   let promise
   try {
     promise = run()
