@@ -39,7 +39,9 @@ pub(crate) async fn run(
         let now = Instant::now();
         holdings.expire(now);
         let batch = holdings.due(now);
-        if registration.due() {
+        // Only while something is still held: the loop also wakes at the
+        // plan of a holding released since, and an idle client sends nothing.
+        if registration.due() && holdings.next_expiry().is_some() {
             // On a task of its own: a slow answer to it must not hold back
             // the renewals' outcome.
             let (registration, deployment) = (registration.clone(), deployment.clone());
