@@ -22,12 +22,22 @@ class Figures:
     threads_before: int = 0
     threads_after: int = -1
     live_allocations: List[int] = field(default_factory=list)
+    # The JavaScript heap in use after a full collection (the Node worker's).
+    js_heap_kb: List[int] = field(default_factory=list)
     # Tasks of the runtime after close (the Rust worker's own runtime).
     tasks_after: Optional[int] = None
 
     @property
     def growth_kb(self) -> int:
         return self.rss_kb[-1] - self.rss_kb[0]
+
+    @property
+    def steady_growth_kb(self) -> int:
+        return steady_growth(self.rss_kb)
+
+    @property
+    def steady_js_heap_growth_kb(self) -> int:
+        return steady_growth(self.js_heap_kb)
 
     def row(self) -> str:
         rss = " ".join(f"{kb / 1024:.1f}" for kb in self.rss_kb)
@@ -38,9 +48,20 @@ class Figures:
                 f"{self.threads_after}")
         if self.live_allocations:
             line += "  live allocs " + " ".join(map(str, self.live_allocations))
+        if self.js_heap_kb:
+            line += "  JS heap kB " + " ".join(map(str, self.js_heap_kb))
         if self.tasks_after is not None:
             line += f"  tasks after {self.tasks_after}"
         return line
+
+
+def steady_growth(samples: List[int]) -> int:
+    """The growth over `samples` without its largest step: a leak grows at
+    every checkpoint, a one-off step (V8 resizing a space or settling its
+    code for a loop, a compiler's zone left with the allocator) shows in one
+    interval only."""
+    steps = [b - a for a, b in zip(samples, samples[1:])]
+    return sum(steps) - max(max(steps, default=0), 0)
 
 
 FIGURES: List[Figures] = []

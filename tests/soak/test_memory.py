@@ -37,6 +37,13 @@ BOUND_KB = int(os.environ.get("SOAK_BOUND_KB", "1024" if LONG else "512"))
 # by 1.5 MB with the collector's timing. 85 bytes an acquisition would still
 # be 8 MB here.
 BOUND_KB_USING = 3072
+# The whole growth after warm-up, its largest step included (or 4 bounds).
+CEILING_KB = 8192
+# The Node worker's JavaScript heap in use after a full collection, without
+# its largest step (0.35 MB seen once in the using() loop, flat before and
+# after): steady to some tens of kilobytes in a leak-free loop; an object
+# kept per acquisition (a promise, a handle, a span) would add megabytes.
+BOUND_JS_HEAP_KB = 256
 # Live allocations (counted by the Rust worker) allowed to grow over the
 # same span: tasks in flight at a checkpoint and bounded caches (a waiter
 # channel remembers its last 64 grants), not per-acquisition state (the leak
@@ -102,7 +109,11 @@ def test_a_loop_holds_its_memory_and_leaves_nothing_behind(
             words = worker.next().split()
             assert words[0] == "at", words
             figures.ops, figures.acquired, figures.timeouts = map(int, words[1:4])
-            figures.live_allocations += map(int, words[4:5])
+            for word in words[4:]:
+                if word.startswith("js="):
+                    figures.js_heap_kb.append(int(word[3:]))
+                else:
+                    figures.live_allocations.append(int(word))
             figures.rss_kb.append(process.rss_kb(worker.pid))
             figures.threads.append(process.threads(worker.pid))
             figures.connections_during = max(figures.connections_during,
@@ -130,15 +141,20 @@ def test_a_loop_holds_its_memory_and_leaves_nothing_behind(
     if mode in ABANDONING:
         assert figures.timeouts > figures.ops // 10, "too few waits were abandoned to test that path"
     bound = BOUND_KB_USING if mode == "using" else BOUND_KB
-    # A leak grows at every checkpoint; settling does not. The first interval
-    # after warm-up may still hold one step (V8 resizing its heap, seen at
-    # 0.9 MB once Node's handoffs ran at 12 000 a second): it counts against
-    # twice the bound, every later one against the bound.
-    settled = figures.rss_kb[-1] - figures.rss_kb[1]
-    assert settled <= bound and figures.growth_kb <= 2 * bound, (
-        f"resident memory grew {figures.growth_kb} kB after warm-up ({settled} kB after "
-        f"the first checkpoint) over {figures.ops} operations (bound {bound} kB): "
-        f"{figures.rss_kb}")
+    # A leak grows at every checkpoint; settling does not. One interval may
+    # hold a step (V8 resizing its heap, seen at 0.9 MB once Node's handoffs
+    # ran at 12 000 a second, and 3.4 MB on a loaded machine while the
+    # JavaScript heap in use stayed put): the rest count against the bound,
+    # and the whole against a ceiling no leak-free loop came near.
+    ceiling = max(CEILING_KB, 4 * bound)
+    assert figures.steady_growth_kb <= bound and figures.growth_kb <= ceiling, (
+        f"resident memory grew {figures.growth_kb} kB after warm-up ({figures.steady_growth_kb} kB "
+        f"without its largest step) over {figures.ops} operations (bound {bound} kB, "
+        f"ceiling {ceiling} kB): {figures.rss_kb}")
+    if figures.js_heap_kb:
+        assert figures.steady_js_heap_growth_kb <= BOUND_JS_HEAP_KB, (
+            f"the JavaScript heap in use grew by {figures.steady_js_heap_growth_kb} kB without "
+            f"its largest step: {figures.js_heap_kb}")
     if figures.live_allocations:
         growth = figures.live_allocations[-1] - figures.live_allocations[0]
         assert growth <= BOUND_ALLOCATIONS, (

@@ -100,7 +100,8 @@ async function run(mode, perUnit, warm) {
     // Readings count what is retained, not garbage the collector has not
     // come to yet (V8 collects lazily).
     global.gc()
-    await pause(`at ${counts.ops} ${counts.acquired} ${counts.timeouts}`)
+    const heapKb = process.memoryUsage().heapUsed >> 10
+    await pause(`at ${counts.ops} ${counts.acquired} ${counts.timeouts} js=${heapKb}`)
   }
   await client.close()
 }

@@ -18,7 +18,9 @@ Modes (every contended one: 4 threads or tasks of one client on one lock):
 Lines out, each answered by a line in before the worker goes on:
 
     baseline                 a first client made, used and closed: what stays in the process
-    at OPS ACQUIRED TIMEOUTS a checkpoint (the first one ends the warm-up)
+    at OPS ACQUIRED TIMEOUTS a checkpoint (the first one ends the warm-up); the Rust
+                             worker adds its live allocations, the Node worker
+                             js=KB, its JavaScript heap in use after a collection
     closed                   the soak's client closed and dropped
 """
 
