@@ -558,3 +558,44 @@ async fn a_give_back_whose_reply_was_lost_still_leaves_the_lock_free() {
         "the outer scope's end touched the new holder"
     );
 }
+
+#[tokio::test]
+async fn a_last_release_that_never_reached_redis_leaves_the_lock_to_its_lease_and_its_owner_goes_on_with_it(
+) {
+    let (server, proxy, client) = behind_proxy().await;
+    let lock = client
+        .lock_with(
+            "unreleased",
+            LockOptions::default().ttl(Duration::from_secs(30)),
+        )
+        .unwrap();
+    let first = lock.acquire(Wait::Once).await.unwrap();
+    proxy.cut_on(RELEASE, Cut::BeforeForward, 2);
+    let released = lock.release().await;
+    assert!(
+        matches!(released, Err(Error::Connection(_))),
+        "{released:?}"
+    );
+    assert_eq!(proxy.cuts_done(), 2, "the release got through");
+    // Still held in Redis, this owner's, and no longer renewed: nobody else
+    // gets in before its lease ends.
+    assert_eq!(count(&server, "unreleased"), Some(1));
+    let rival = Client::connect(&server.url()).await.unwrap();
+    let other = rival.lock("unreleased").unwrap();
+    assert_eq!(other.try_acquire().await.unwrap(), None, "two holders");
+    // Its owner's next acquisition finds it still its own: the same holding
+    // (the same token), counted once, freed by one release.
+    let again = lock.acquire(Wait::Once).await.unwrap();
+    assert_eq!(again.fencing_token, first.fencing_token);
+    assert_eq!(again.count, 1);
+    assert_eq!(count(&server, "unreleased"), Some(1));
+    assert_eq!(lock.lost(), None);
+    assert_eq!(lock.release().await.unwrap(), 0);
+    assert_eq!(count(&server, "unreleased"), None);
+    let taken = other
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("the lock stayed held");
+    assert!(taken.fencing_token > first.fencing_token);
+}

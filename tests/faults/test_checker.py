@@ -71,6 +71,15 @@ def test_tokens_that_do_not_grow_in_entry_order_fail() -> None:
     assert any("token 2 <= 2" in p for p in found), found
 
 
+def test_a_holding_taken_on_by_its_owner_after_an_unanswered_release_passes_and_is_counted() -> None:
+    a = holding("a", 2, 0, 10, 11, out="error:ConnectionError:reset")
+    report = check(a + holding("a", 2, 12, 20, 21), WORKERS, [])
+    assert report.problems == [] and report.figures["holdings taken on after an unanswered release"] == 1
+    # Only its own owner, and only after a release that went unanswered.
+    found = problems(a + holding("b", 2, 12, 20, 21)) + problems(holding("a", 2, 0, 10, 11) + holding("a", 2, 12, 20, 21))
+    assert sum("token 2 <= 2" in p for p in found) == 2, found
+
+
 def test_without_fencing_tokens_out_of_order_are_counted_but_overlaps_still_fail() -> None:
     report = check(holding("a", 2, 0, 10, 11) + holding("b", 1, 12, 20, 21), WORKERS, [], fencing=False)
     assert report.problems == [] and report.figures["tokens out of entry order (no fencing promised)"] == 1
