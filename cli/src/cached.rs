@@ -149,9 +149,9 @@ pub async fn run(args: CachedArgs) -> u8 {
             return exit::LOST;
         }
     };
-    let client = match args.connection.connect().await {
+    let client = match args.connection.client().await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     let cache = match client.cache(&args.key, options) {
         Ok(c) => c,
@@ -204,9 +204,9 @@ pub async fn invalidate(args: InvalidateArgs) -> u8 {
     if let Err(e) = validate::cache_key(&args.key) {
         return fail(&e);
     }
-    let client = match args.connection.connect().await {
+    let client = match args.connection.client().await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     // Whether there was an entry is nobody's concern: either way there is
     // none now.

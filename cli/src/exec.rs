@@ -190,9 +190,9 @@ pub async fn run(args: ExecArgs) -> u8 {
             return exit::LOST;
         }
     };
-    let client = match args.connection.connect().await {
+    let client = match args.connection.client().await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     let name = &target.name;
     let lock = match (args.shared, args.exclusive, args.semaphore) {

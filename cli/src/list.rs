@@ -23,9 +23,9 @@ pub struct ListArgs {
 }
 
 pub async fn run(args: ListArgs) -> u8 {
-    let client = match args.connection.connect().await {
+    let client = match args.connection.client().await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     let mut listing = match client.list(&args.pattern) {
         Ok(l) => l,

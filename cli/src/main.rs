@@ -81,6 +81,18 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// The client, or the exit status its failure was reported with.
+    async fn client(&self) -> Result<Client, u8> {
+        self.connect().await.map_err(|e| error::fail(&e))
+    }
+
+    /// The client of a subcommand about the lock `name`: a bad name is a
+    /// usage error, before any I/O (not a connection error).
+    async fn client_for(&self, name: &str) -> Result<Client, u8> {
+        rlock_core::validate::name(name).map_err(|e| error::fail(&e))?;
+        self.client().await
+    }
+
     async fn connect(&self) -> rlock_core::Result<Client> {
         let urls = match self.url.as_slice() {
             [] => vec![Client::default_url()],

@@ -26,13 +26,9 @@ pub struct StatusArgs {
 }
 
 pub async fn run(args: StatusArgs) -> u8 {
-    // A bad name is a usage error, before any I/O (not a connection error).
-    if let Err(e) = rlock_core::validate::name(&args.name) {
-        return fail(&e);
-    }
-    let client = match args.connection.connect().await {
+    let client = match args.connection.client_for(&args.name).await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     let seen = match client.inspect(&args.name).await {
         Ok(s) => s,

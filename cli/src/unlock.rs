@@ -29,12 +29,9 @@ pub async fn run(args: UnlockArgs) -> u8 {
         eprintln!("rlock: unlock takes the lock from its holder: say so with --force");
         return exit::USAGE;
     }
-    if let Err(e) = rlock_core::validate::name(&args.name) {
-        return fail(&e);
-    }
-    let client = match args.connection.connect().await {
+    let client = match args.connection.client_for(&args.name).await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     let seen = match client.inspect(&args.name).await {
         Ok(s) => s,

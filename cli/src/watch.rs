@@ -23,12 +23,9 @@ pub struct WatchArgs {
 }
 
 pub async fn run(args: WatchArgs) -> u8 {
-    if let Err(e) = rlock_core::validate::name(&args.name) {
-        return fail(&e);
-    }
-    let client = match args.connection.connect().await {
+    let client = match args.connection.client_for(&args.name).await {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     let stop = tokio::signal::ctrl_c();
     tokio::pin!(stop);

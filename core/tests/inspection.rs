@@ -6,11 +6,38 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use redis::Commands;
-use rlock_core::{Client, Error, Event, LockOptions, LostReason, NotOwnedReason, Wait};
+use rlock_core::{Client, Error, Event, Lock, LockOptions, LostReason, NotOwnedReason, Wait};
 use rlock_test_support::{eventually, RedisServer};
 
 fn fair() -> LockOptions {
     LockOptions::default().fair(true)
+}
+
+/// A fair waiter of `client` on `name`, waiting up to 15 s, once it stands
+/// in the line: its task ends with its lock handle once it holds it.
+async fn waiter_in_line(
+    redis: &RedisServer,
+    client: &Client,
+    name: &str,
+) -> tokio::task::JoinHandle<Result<Lock, Error>> {
+    let queued = client.lock_with(name, fair()).unwrap();
+    let waiting = tokio::spawn(async move {
+        queued
+            .acquire(Wait::For(Duration::from_secs(15)))
+            .await
+            .map(|_| queued)
+    });
+    let line = format!("rlock:{{{name}}}:queue");
+    assert!(
+        eventually(Duration::from_secs(5), || redis
+            .conn()
+            .llen::<_, i64>(&line)
+            .unwrap()
+            == 1)
+        .await,
+        "the waiter never stood in line"
+    );
+    waiting
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,21 +167,7 @@ async fn after_a_forced_release_the_holders_own_release_is_refused_not_taken_for
     // Handed over: a waiter in line gets it.
     let held = holder.lock_with("fu:a", leased()).unwrap();
     held.acquire(Wait::Once).await.unwrap();
-    let queued = other.lock_with("fu:a", fair()).unwrap();
-    let waiting = tokio::spawn(async move {
-        queued
-            .acquire(Wait::For(Duration::from_secs(15)))
-            .await
-            .map(|_| queued)
-    });
-    assert!(
-        eventually(Duration::from_secs(5), || redis
-            .conn()
-            .llen::<_, i64>("rlock:{fu:a}:queue")
-            .unwrap()
-            == 1)
-        .await
-    );
+    let waiting = waiter_in_line(&redis, &other, "fu:a").await;
     proxy.cut_on(
         b"rlock:{fu:a}:forced",
         rlock_test_support::Cut::AfterForward,
@@ -218,21 +231,7 @@ async fn a_resent_release_after_a_forced_one_is_refused_even_once_the_lock_moved
         .lock_with("fu:c", LockOptions::default().ttl(Duration::from_secs(20)))
         .unwrap();
     held.acquire(Wait::Once).await.unwrap();
-    let queued = other.lock_with("fu:c", fair()).unwrap();
-    let waiting = tokio::spawn(async move {
-        queued
-            .acquire(Wait::For(Duration::from_secs(15)))
-            .await
-            .map(|_| queued)
-    });
-    assert!(
-        eventually(Duration::from_secs(5), || redis
-            .conn()
-            .llen::<_, i64>("rlock:{fu:c}:queue")
-            .unwrap()
-            == 1)
-        .await
-    );
+    let waiting = waiter_in_line(&redis, &other, "fu:c").await;
     assert!(operator.force_unlock("fu:c").await.unwrap().is_some());
     let next = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await
