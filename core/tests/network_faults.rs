@@ -599,3 +599,61 @@ async fn a_last_release_that_never_reached_redis_leaves_the_lock_to_its_lease_an
         .expect("the lock stayed held");
     assert!(taken.fencing_token > first.fencing_token);
 }
+
+#[tokio::test]
+async fn a_join_whose_reply_was_lost_stands_in_line_once_and_the_emptied_line_leaves_nothing() {
+    let server = RedisServer::start();
+    let holder = Client::connect(&server.url()).await.unwrap();
+    let held = holder.lock("line-join").unwrap();
+    held.acquire(Wait::Once).await.unwrap();
+    let proxy = FaultProxy::start(server.port);
+    let client = Client::connect(&proxy.url()).await.unwrap();
+    let fair = || LockOptions::default().fair(true);
+    let wait = |lock: rlock_core::Lock| {
+        tokio::spawn(async move {
+            lock.acquire(Wait::For(Duration::from_secs(10))).await?;
+            lock.release().await
+        })
+    };
+    // A first waiter: the client then listens on the line's channel, and
+    // the second joins the line with its first attempt.
+    let first = wait(client.lock_with("line-join", fair()).unwrap());
+    assert!(
+        in_line(&server, "line-join", 1).await,
+        "the first never stood in line"
+    );
+    let second = client.lock_with("line-join", fair()).unwrap();
+    let owner = second.owner().to_owned();
+    proxy.cut_on(owner.as_bytes(), Cut::AfterForward, 1);
+    let second = wait(second);
+    assert!(
+        in_line(&server, "line-join", 2).await,
+        "the second never stood in line"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || proxy.cuts_done() == 1).await,
+        "the join's reply was not cut"
+    );
+    // Sent again on a fresh connection: recognised, not queued twice.
+    let line: Vec<String> = server
+        .conn()
+        .lrange("rlock:{line-join}:queue", 0, -1)
+        .unwrap();
+    assert_eq!(line.iter().filter(|o| **o == owner).count(), 1, "{line:?}");
+    held.release().await.unwrap();
+    assert_eq!(finished(first, Duration::from_secs(5)).await.unwrap(), 0);
+    assert_eq!(finished(second, Duration::from_secs(5)).await.unwrap(), 0);
+    // Both handed the lock in turn; the line, emptied, took its leases
+    // (and join times) with it.
+    let mut conn = server.conn();
+    let left: Vec<String> = [
+        "rlock:{line-join}",
+        "rlock:{line-join}:queue",
+        "rlock:{line-join}:leases",
+    ]
+    .into_iter()
+    .filter(|k| conn.exists::<_, bool>(*k).unwrap())
+    .map(String::from)
+    .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
