@@ -3,6 +3,7 @@ the run."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -56,12 +57,14 @@ class Figures:
 
 
 def steady_growth(samples: List[int]) -> int:
-    """The growth over `samples` without its largest step: a leak grows at
-    every checkpoint, a one-off step (V8 resizing a space or settling its
-    code for a loop, a compiler's zone left with the allocator) shows in one
-    interval only."""
+    """The growth over `samples` at a leak's pace: the median step between
+    them (the lower one of an even count) times their number. A leak grows
+    at every checkpoint; a one-off step (V8 resizing a space or settling its
+    code for a loop, a compiler's zone left with the allocator), memory
+    given back, or the first two steps of a loop still settling in, leave
+    that median where it was."""
     steps = [b - a for a, b in zip(samples, samples[1:])]
-    return sum(steps) - max(max(steps, default=0), 0)
+    return statistics.median_low(steps) * len(steps) if steps else 0
 
 
 FIGURES: List[Figures] = []
