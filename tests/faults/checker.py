@@ -220,7 +220,7 @@ def check(
                 report.count("overlaps after a reported loss")
             if wiped(a.enter, a.believed_until):
                 ended_while_running.add(id(a))
-        check_tokens(group, wiped, fencing, report)
+        check_tokens(group, workers, wiped, fencing, report)
 
     # 3. A lease that ended while its holder ran was reported to it.
     for s in sections:
@@ -273,7 +273,10 @@ def check_room(
     return ended
 
 
-def check_tokens(group: List[Section], wiped: Callable[[int, int], bool], fencing: bool, report: Report) -> None:
+def check_tokens(
+    group: List[Section], workers: Dict[str, Dict[str, Any]], wiped: Callable[[int, int], bool], fencing: bool,
+    report: Report,
+) -> None:
     """2. A mutex holder's or writer's token is above every token entered
     before it, and a reader's above every writer's before it; readers' and
     permit holders' tokens are unique. Within one server lifetime: the
@@ -282,6 +285,7 @@ def check_tokens(group: List[Section], wiped: Callable[[int, int], bool], fencin
     top_alone: Optional[Tuple[int, Section]] = None  # the same among mutex holders and writers
     shared: Dict[int, Section] = {}
     prev: Optional[Section] = None
+    last_of: Dict[str, Section] = {}  # each worker's latest holding so far
     for b in group:
         if b.token is None:
             continue
@@ -293,8 +297,11 @@ def check_tokens(group: List[Section], wiped: Callable[[int, int], bool], fencin
         prev = b
         above = top if b.kind in ALONE else top_alone
         if above is not None and not token > above[0]:
-            if carried_on(above[1], b):
+            if carried_on(last_of.get(b.worker), b, workers):
                 report.count("holdings taken on after an unanswered release")
+                if b.kind in ALONE:
+                    top_alone = (token, b)
+                top = (token, b)
             elif not fencing:
                 report.count("tokens out of entry order (no fencing promised)")
             else:
@@ -311,18 +318,24 @@ def check_tokens(group: List[Section], wiped: Callable[[int, int], bool], fencin
             top = (token, b)
         if b.kind in ALONE and (top_alone is None or token > top_alone[0]):
             top_alone = (token, b)
+        last_of[b.worker] = b
 
 
-def carried_on(a: Section, b: Section) -> bool:
-    """Whether `b` is the same holding as `a`, taken on by its own owner: the
-    release ending `a` went unanswered (its holder was told with an error),
-    so the lock may have stayed in Redis, its owner's, until its lease ran
-    out; the owner's next acquisition then finds it still its own and goes
-    on with it, under the same token. Nobody else entered in between (the
-    token would have grown)."""
+def carried_on(a: Optional[Section], b: Section, workers: Dict[str, Dict[str, Any]]) -> bool:
+    """Whether `b` is the holding `a` (the previous one of its worker on this
+    lock) taken on by its own owner: `a`'s release went unanswered (its
+    holder got a connection error from it, recorded as `error:release:`), so
+    the lock may have stayed in Redis, that owner's and unrenewed, until its
+    lease ran out; the owner's next acquisition then finds it still its own
+    and goes on with it, under the same token. Only a Python worker keeps
+    one owner from round to round (its thread or task; Node's using() and
+    each CLI round are new owners), and only within that lease of the exit.
+    Nobody else entered in between: the token would have grown."""
     return (
-        a.worker == b.worker and a.kind == b.kind and a.token == b.token
-        and a.out is not None and a.out.startswith("error")
+        a is not None and a.worker == b.worker and a.kind == b.kind and a.token == b.token
+        and workers[a.worker].get("lang") == "py"
+        and a.out is not None and a.out.startswith("error:release:") and a.exit is not None
+        and b.enter <= a.exit + (a.ttl_ms + RENEWAL_IN_FLIGHT_MS) * MS
     )
 
 

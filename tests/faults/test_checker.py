@@ -72,12 +72,23 @@ def test_tokens_that_do_not_grow_in_entry_order_fail() -> None:
 
 
 def test_a_holding_taken_on_by_its_owner_after_an_unanswered_release_passes_and_is_counted() -> None:
-    a = holding("a", 2, 0, 10, 11, out="error:ConnectionError:reset")
-    report = check(a + holding("a", 2, 12, 20, 21), WORKERS, [])
+    workers = {**WORKERS, "p": {"ttl_ms": 500, "timeout_ms": 1000, "lang": "py"}}
+    unanswered = holding("p", 2, 0, 10, 11, out="error:release:ConnectionError:reset")
+    report = check(unanswered + holding("p", 2, 12, 20, 21), workers, [])
     assert report.problems == [] and report.figures["holdings taken on after an unanswered release"] == 1
-    # Only its own owner, and only after a release that went unanswered.
-    found = problems(a + holding("b", 2, 12, 20, 21)) + problems(holding("a", 2, 0, 10, 11) + holding("a", 2, 12, 20, 21))
-    assert sum("token 2 <= 2" in p for p in found) == 2, found
+
+    def fails(records: List[Dict[str, Any]]) -> bool:
+        return any("token 2 <= 2" in p for p in check(records, workers, []).problems)
+
+    # Not by another worker, nor by one whose rounds are new owners, nor
+    # after a release that succeeded, an error in the holding itself, the
+    # end of the lease, or a clean release of its own in between.
+    assert fails(unanswered + holding("b", 2, 12, 20, 21))
+    assert fails(holding("a", 2, 0, 10, 11, out="error:release:x") + holding("a", 2, 12, 20, 21))
+    assert fails(holding("p", 2, 0, 10, 11) + holding("p", 2, 12, 20, 21))
+    assert fails(holding("p", 2, 0, 10, 11, out="error:OSError:x") + holding("p", 2, 12, 20, 21))
+    assert fails(unanswered + holding("p", 2, 700, 710, 711))
+    assert fails(unanswered + holding("p", 2, 12, 20, 21) + holding("p", 2, 22, 30, 31))
 
 
 def test_without_fencing_tokens_out_of_order_are_counted_but_overlaps_still_fail() -> None:

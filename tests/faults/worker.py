@@ -156,8 +156,11 @@ def error_out(e: BaseException) -> str:
     return f"error:{type(e).__name__}:{e}"[:300]
 
 
-def settle(name: str, tok: Optional[int], error: Optional[BaseException]) -> None:
-    """Records how a round ended: let go (tok set) or gave up waiting."""
+def settle(name: str, tok: Optional[int], error: Optional[BaseException], held_through: bool = False) -> None:
+    """Records how a round ended: let go (tok set) or gave up waiting. With
+    `held_through` (the holding ran to its end), an error is its release's,
+    recorded as `error:release:...`: the checker knows the lock may then
+    have stayed this owner's (this thread's or task's, the same every round)."""
     if error is None:
         rec(e="exit", n=name, tok=tok, t=now(), out="released")
     elif isinstance(error, rlock.LockTimeout):
@@ -165,22 +168,24 @@ def settle(name: str, tok: Optional[int], error: Optional[BaseException]) -> Non
     elif isinstance(error, rlock.LockLost):
         rec(e="exit", n=name, tok=tok, t=now(), out="lost")
     else:  # reported, never fatal: the checker judges it
-        rec(e="exit" if tok is not None else "waited", n=name, tok=tok, t=now(), out=error_out(error))
+        out = error_out(error).replace("error:", "error:release:", 1) if held_through else error_out(error)
+        rec(e="exit" if tok is not None else "waited", n=name, tok=tok, t=now(), out=out)
 
 
 def run_sync(client: rlock.Client, storage: Storage) -> None:
     for _ in rounds():
         name, kind = choose(rng, cfg)
         rec(e="wait", n=name, t=now(), **kind)
-        tok, error = None, None
+        tok, error, held_through = None, None, False
         try:
             with lock_of(client, name, kind) as held:
                 tok = held.fencing_token
                 for _ in hold(name, kind, held, storage, time.sleep):
                     pass
+                held_through = True
         except Exception as e:
             error = e
-        settle(name, tok, error)
+        settle(name, tok, error, held_through)
         pause()
 
 
@@ -188,15 +193,16 @@ async def run_async(client: rlock.AsyncClient, storage: Storage) -> None:
     for _ in rounds():
         name, kind = choose(rng, cfg)
         rec(e="wait", n=name, t=now(), **kind)
-        tok, error = None, None
+        tok, error, held_through = None, None, False
         try:
             async with lock_of(client, name, kind) as held:
                 tok = held.fencing_token
                 for s in hold(name, kind, held, storage, asyncio.sleep):
                     await s
+                held_through = True
         except Exception as e:
             error = e
-        settle(name, tok, error)
+        settle(name, tok, error, held_through)
         pause()
 
 
