@@ -22,7 +22,12 @@ pub const REGISTRATION_LEASE: Duration = Duration::from_secs(30);
 /// A registration last written this long ago is written again at the next
 /// chance; a third of the lease, as the watchdog renews a lock.
 pub const RENEW_EVERY: Duration = Duration::from_secs(10);
-/// A write that failed is tried again this long after.
+/// A registration this close to `RENEW_EVERY` old counts as due: the
+/// watchdog wakes `RENEW_EVERY` after its last wake, and the write it
+/// started then was stamped a moment after that wake.
+const DUE_EARLY: Duration = Duration::from_secs(1);
+/// A write that failed is tried again this long after (less than
+/// `RENEW_EVERY - DUE_EARLY`).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 const NEVER: u64 = u64::MAX;
 /// A command line is cut to this many bytes.
@@ -76,7 +81,7 @@ impl Registration {
                 self.base
                     .elapsed()
                     .saturating_sub(Duration::from_millis(ms))
-                    >= RENEW_EVERY
+                    >= RENEW_EVERY - DUE_EARLY
             }
         }
     }
@@ -103,8 +108,8 @@ impl Registration {
             }
             Err(e) => {
                 // Tried again a second from now, not at every attempt meanwhile.
-                let retry_at =
-                    started.saturating_sub((RENEW_EVERY - RETRY_AFTER).as_millis() as u64);
+                let retry_at = started
+                    .saturating_sub((RENEW_EVERY - DUE_EARLY - RETRY_AFTER).as_millis() as u64);
                 self.written_ms.store(retry_at, Ordering::Relaxed);
                 tracing::debug!(target: "rlock", error = %e, "registration not renewed");
             }
