@@ -91,10 +91,14 @@ def uncontended(r: Dict[str, Any]) -> List[str]:
 
 
 def binding_overhead(r: Dict[str, Any]) -> List[str]:
+    counting = r.get("counting_ns")
+    rust_p50 = r["s1_summary"]["rs/rlock"]["p50"]
     return section(
         "s5",
         faces=[f"| {LANGS[lang]} | {spread(r['s5'][lang], '{:.1f}')} |" for lang in ("py", "js")],
         runtimes=[f"| {h['way']} | {spread(h['rounds'], '{:.0f}')} |" for h in r.get("hops", [])],
+        counting=(f"{spread(counting, '{:.0f}')} ns per cycle, {100 * med(counting) / 1000 / rust_p50:.3f} % of "
+                  f"the Rust cycle's p50 in S1 ({fmt_us(rust_p50)} µs)") if counting else "not measured",
     )
 
 

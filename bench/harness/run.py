@@ -30,6 +30,7 @@ from .scenarios.handoffs import summarise_all
 from .scenarios.idle_waiters import idle_waiters
 from .scenarios.plain_round_trip import plain_round_trip
 from .scenarios.redlock import redlock
+from .scenarios.counting_cost import counting_cost
 from .scenarios.runtime_hops import runtime_hops
 from .scenarios.watchdog_scale import watchdog_scale
 from .server import BenchServer
@@ -82,6 +83,7 @@ def measure_with_workers(result: Result, server: BenchServer, pools: Dict[str, L
     result["redis_benchmark"].append(plain_round_trip(server.port, p.round_trip_requests))
     log("S5: the core's cycle from a plain thread over several runtimes")
     result["hops"] = runtime_hops(server, p.hops_rounds, p.hops_cycles)
+    result["counting_ns"] = counting_cost(p.hops_rounds)
 
     log("S2 + S3: contended handoff")
     # Fair mode: beside the targets, not one of them.

@@ -7,6 +7,7 @@
 //! rlock-bench watchdog URL LOCKS TTL_MS SECS   S4: one client holds LOCKS locks for SECS seconds
 //! rlock-bench proxy HOST:PORT                  forwards to Redis and counts round trips
 //! rlock-bench hops URL ROUNDS CYCLES           the cycle from a plain thread over several runtimes
+//! rlock-bench counting ROUNDS CYCLES           what the client's counters cost a cycle
 //! ```
 //!
 //! Timestamps are CLOCK_MONOTONIC nanoseconds, the clock the Python
@@ -18,6 +19,7 @@
 #![recursion_limit = "256"]
 
 mod cached;
+mod counting;
 mod hops;
 mod proxy;
 mod watchdog;
@@ -56,8 +58,9 @@ fn main() -> ExitCode {
         Some("watchdog") if args.len() == 5 => watchdog::run(&runtime, &args[1..]),
         Some("proxy") if args.len() == 2 => proxy::run(&runtime, &args[1]),
         Some("hops") if (4..=5).contains(&args.len()) => hops::run(&args[1..]),
+        Some("counting") if args.len() == 3 => counting::run(&args[1..]),
         _ => Err(
-            "usage: rlock-bench worker URL... | cached-worker URL | watchdog URL LOCKS TTL_MS SECS | proxy HOST:PORT | hops URL ROUNDS CYCLES"
+            "usage: rlock-bench worker URL... | cached-worker URL | watchdog URL LOCKS TTL_MS SECS | proxy HOST:PORT | hops URL ROUNDS CYCLES | counting ROUNDS CYCLES"
                 .into(),
         ),
     };

@@ -53,6 +53,8 @@ pub use options::{
 pub use registration::REGISTRATION_LEASE;
 pub use rwlock::RwLock;
 pub use semaphore::Semaphore;
+#[doc(hidden)]
+pub use telemetry::metrics::counting_cost;
 pub use telemetry::metrics::{Stats, Timings, BUCKETS};
 pub use telemetry::Event;
 pub use url::{sentinel_url_from_settings, url_from_settings, ServerSettings};

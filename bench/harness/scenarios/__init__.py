@@ -6,6 +6,7 @@
     S1      plain_round_trip      redis-benchmark's round trip of one plain command
     S5      runtime_hops          the core's cycle from a plain thread over
                                   differently built runtimes
+    S5      counting_cost         what the client's counters cost a cycle
     S2, S3  contended_handoff     8 worker processes on one key
     S7      in_process_handoff    handles of one process and one client on one key
     S8      semaphore_handoff     16 worker processes on a semaphore of 4 permits

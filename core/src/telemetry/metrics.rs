@@ -5,6 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use crate::error::LostReason;
 
 /// The upper bounds (seconds) of the histograms' buckets; a last one counts
@@ -45,6 +47,23 @@ impl Histogram {
             cumulative: counts,
         }
     }
+}
+
+/// What counting costs one uncontended lock cycle, per cycle, measured over
+/// `cycles` of them on counters of their own: the records an acquisition
+/// and its release make, with the clock reads they take for the wait and
+/// hold times (the instants they measure from exist anyway). For `make
+/// bench` (S5), which sets it beside the cycle's own time.
+#[doc(hidden)]
+pub fn counting_cost(cycles: u32) -> Duration {
+    let metrics = std::hint::black_box(Metrics::default());
+    let (start, since) = (Instant::now(), Instant::now());
+    let began = Instant::now();
+    for _ in 0..cycles {
+        metrics.acquired(false, start.elapsed());
+        metrics.released(since.elapsed());
+    }
+    began.elapsed() / cycles.max(1)
 }
 
 /// A histogram as read at one moment.
