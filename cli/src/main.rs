@@ -93,6 +93,14 @@ impl Connection {
         self.client().await
     }
 
+    /// What inspection sees of the lock `name` now, and the client that
+    /// read it.
+    async fn inspect(&self, name: &str) -> Result<(Client, rlock_core::Inspection), u8> {
+        let client = self.client_for(name).await?;
+        let seen = client.inspect(name).await.map_err(|e| error::fail(&e))?;
+        Ok((client, seen))
+    }
+
     async fn connect(&self) -> rlock_core::Result<Client> {
         let urls = match self.url.as_slice() {
             [] => vec![Client::default_url()],

@@ -5,7 +5,6 @@
 use clap::Args;
 use rlock_core::Inspection;
 
-use crate::error::fail;
 use crate::{holder, Connection};
 
 #[derive(Args, Debug)]
@@ -26,13 +25,9 @@ pub struct StatusArgs {
 }
 
 pub async fn run(args: StatusArgs) -> u8 {
-    let client = match args.connection.client_for(&args.name).await {
-        Ok(c) => c,
+    let (_client, seen) = match args.connection.inspect(&args.name).await {
+        Ok(seen) => seen,
         Err(code) => return code,
-    };
-    let seen = match client.inspect(&args.name).await {
-        Ok(s) => s,
-        Err(e) => return fail(&e),
     };
     if args.json {
         println!("{}", seen.to_json());

@@ -29,13 +29,9 @@ pub async fn run(args: UnlockArgs) -> u8 {
         eprintln!("rlock: unlock takes the lock from its holder: say so with --force");
         return exit::USAGE;
     }
-    let client = match args.connection.client_for(&args.name).await {
-        Ok(c) => c,
+    let (client, seen) = match args.connection.inspect(&args.name).await {
+        Ok(seen) => seen,
         Err(code) => return code,
-    };
-    let seen = match client.inspect(&args.name).await {
-        Ok(s) => s,
-        Err(e) => return fail(&e),
     };
     let Some(party) = &seen.holder else {
         println!("{}: free", args.name);
