@@ -63,8 +63,11 @@ def test_rlock_from_the_tarball_runs_a_command_under_the_lock_and_leaves_it_free
 
     as_user([rlock, "exec", "dist:cli", "--", "true"])
     inside = as_user([rlock, "exec", "dist:cli", "--", "sh", "-c",
-                      f'echo "$RLOCK_FENCING_TOKEN"; "{rlock}" status dist:cli'])
-    fence, status = inside.splitlines()
+                      f'echo "$RLOCK_FENCING_TOKEN $PPID"; "{rlock}" status dist:cli'])
+    token_and_pid, status, holder = inside.splitlines()
+    fence, exec_pid = token_and_pid.split()
     assert int(fence) >= 2, "the second acquisition's token is not above the first's"
     assert status.startswith("dist:cli: held (ttl ") and status.endswith(f"count 1, fence {fence})")
+    # Who holds it: the rlock exec around the shell, by its registration.
+    assert holder.startswith("  holder: ") and f" pid {exec_pid} (cli) " in holder, holder
     assert as_user([rlock, "status", "dist:cli"]) == "dist:cli: free\n"
