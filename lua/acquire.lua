@@ -1,6 +1,6 @@
 -- acquire: take the lock, or re-enter it when this owner already holds it.
--- (queue.lua is prepended: queue_head, queue_pop, issued_fence, next_fence,
--- take, re_entered.)
+-- (queue.lua is prepended: drop_left, queue_head, queue_pop, hand_over,
+-- issued_fence, next_fence, take, re_entered.)
 -- KEYS[1] lock hash  P:{NAME}        fields owner, count, fence; PEXPIRE = lease
 -- KEYS[2] fence counter P:fence{T}   of the Cluster slot of P:{NAME} (T: the
 --         smallest number in that slot), shared by every name of the slot;
@@ -20,6 +20,10 @@
 --         client listens on its waiter channel); "0": do not
 -- ARGV[5] waiter channel prefix P:{NAME}:w:
 -- ARGV[6] NUMSUB, or SHARDNUMSUB on Redis Cluster
+-- ARGV[7] PUBLISH, or SPUBLISH on Redis Cluster (a free lock with a live
+--         waiter first in line is handed to it, see below)
+-- ARGV[8..] owners of this client that left the line unconfirmed: taken out
+--         of it first (see drop_left in queue.lua)
 -- returns {1, fence, count} when held by ARGV[1] afterwards,
 --         {0, pttl, queued, bad, issued} otherwise: pttl -1 when the key
 --         has no expiry; queued 1 when waiters stand in line, whose
@@ -34,6 +38,7 @@
 --         the slot took meanwhile).
 local owner = ARGV[1]
 local fence
+drop_left(KEYS[3], KEYS[4], 8)
 -- Neither a lock nor a line nor a legacy counter to fold: the common case,
 -- answered by one read.
 if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[5]) == 0 then
@@ -47,17 +52,23 @@ local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   -- Free, but a live waiter may be first in line (the last lease ran out
   -- instead of being released): nobody barges past it.
-  local head = queue_head(KEYS[3], KEYS[4], ARGV[5], ARGV[6])
+  local head, lease = queue_head(KEYS[3], KEYS[4], ARGV[5], ARGV[6])
+  fence = next_fence(KEYS[2], KEYS[5])
+  if not fence then
+    return {0, 20, 0, 2, 0}
+  end
   if head == nil or head == owner then
-    fence = next_fence(KEYS[2], KEYS[5])
-    if not fence then
-      return {0, 20, 0, 2, 0}
-    end
     if head == owner then
       queue_pop(KEYS[3], KEYS[4], owner)
     end
     return {1, take(KEYS[1], owner, fence, ARGV[2]), 1}
   end
+  -- That waiter is handed the lock now, as a release would hand it: the
+  -- lock never sits free behind a head that does not come for it (its
+  -- client passes on a grant to an owner that no longer waits, and a head
+  -- whose client stopped answering holds it no longer than its lease).
+  hand_over(KEYS[1], KEYS[3], KEYS[4], head, lease, fence, nil, ARGV[7], ARGV[5])
+  kind = 'hash'
 elseif kind == 'hash' and redis.call('HGET', KEYS[1], 'owner') == owner then
   -- a key of another type (a plain SET NX lock of older code) is someone
   -- else's lock, never this owner's
@@ -75,7 +86,10 @@ local bad = 0
 if type(waiting) ~= 'number' then
   waiting, bad = 0, 3
 elseif ARGV[4] == '1' then
-  local new = redis.pcall('HSETNX', KEYS[4], owner, ARGV[2])
+  -- Joining, or keeping a place: the entry takes this wait's lease (a place
+  -- left by an earlier wait of this owner, whose leaving was lost, must not
+  -- hand it that wait's lease).
+  local new = redis.pcall('HSET', KEYS[4], owner, ARGV[2])
   if new == 1 then
     redis.call('RPUSH', KEYS[3], owner)
     -- When it joined, for inspection to say how long it has waited.
@@ -86,10 +100,6 @@ elseif ARGV[4] == '1' then
   end
 end
 local issued = issued_fence(KEYS[2], KEYS[5])
-if kind == 'none' then
-  -- the waiter first in line takes it on its next attempt
-  return {0, 20, 1, bad, issued}
-end
 local queued = 0
 if waiting > 0 then
   queued = 1

@@ -97,6 +97,33 @@ local function queue_pop(queue_key, leases_key, owner)
   end
 end
 
+-- Takes out of the line the owners named in ARGV from index `first` on:
+-- waiters of the calling client that left the line without its dequeue
+-- being confirmed (its reply lost, or Redis unreachable then). Their client
+-- still listens on its waiter channel while it has other waiters on this
+-- name, so such an entry would look alive; it goes before the request does
+-- anything else. A line key of another type has no entry to take out.
+local function drop_left(queue_key, leases_key, first)
+  if #ARGV < first then
+    return
+  end
+  for i = first, #ARGV do
+    redis.pcall('LREM', queue_key, 0, ARGV[i])
+    redis.pcall('HDEL', leases_key, ARGV[i], 'since:' .. ARGV[i])
+  end
+  if redis.call('TYPE', queue_key)['ok'] == 'none' and redis.call('TYPE', leases_key)['ok'] == 'hash' then
+    redis.call('DEL', leases_key)
+  end
+end
+
+-- What a waiter in line is told when the lock is handed to it: its token,
+-- the lease Redis set (the one it asked for in line, which its holder never
+-- takes as longer than its own) and its owner id, last as it may hold any
+-- character: 'handoff <fence> <lease ms> <owner>'.
+local function handoff_message(fence, lease_ms, owner)
+  return string.format('handoff %d %d %s', fence, lease_ms, owner)
+end
+
 -- GET of a fence counter: nil when absent or of another type (the script
 -- goes on without it); any other failure (an ACL without GET, say) is the
 -- script's error, never read as a counter of 0.
@@ -179,4 +206,15 @@ local function take(lock_key, owner, fence, lease_ms, previous)
   end
   redis.call('PEXPIRE', lock_key, lease_ms)
   return fence
+end
+
+-- Hands the lock at `lock_key` to `head`, the first live waiter in line,
+-- under the lease it asked for, and tells it on its client's waiter channel
+-- (`publish`: PUBLISH, or SPUBLISH on Redis Cluster).
+local function hand_over(lock_key, queue_key, leases_key, head, lease_ms, fence, previous,
+                         publish, channel_prefix)
+  queue_pop(queue_key, leases_key, head)
+  take(lock_key, head, fence, lease_ms, previous)
+  local client = string.match(head, '^[^:]*')
+  redis.call(publish, channel_prefix .. client, handoff_message(fence, lease_ms, head))
 end

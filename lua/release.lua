@@ -2,7 +2,7 @@
 -- straight to the first live waiter in line and tells it on its waiter
 -- channel, or frees the lock and announces it to all waiters.
 -- (holding.lua and queue.lua are prepended: held_count, queue_head,
--- queue_pop, next_fence, take, release_count.)
+-- hand_over, next_fence, release_count.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] release channel  P:{NAME}:released
 -- KEYS[3] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)
@@ -124,10 +124,7 @@ if head then
       mark_forced(previous, lease_left())
       previous = 'forced:' .. previous
     end
-    queue_pop(KEYS[4], KEYS[5], head)
-    take(KEYS[1], head, fence, lease, previous)
-    local client = string.match(head, '^[^:]*')
-    redis.call(ARGV[3], ARGV[4] .. client, string.format('handoff %d %s', fence, head))
+    hand_over(KEYS[1], KEYS[4], KEYS[5], head, lease, fence, previous, ARGV[3], ARGV[4])
     return 0
   end
 end

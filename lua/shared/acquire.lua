@@ -20,6 +20,8 @@
 -- ARGV[10] "1": fair, nobody passes a waiter in line; "0": a newcomer that
 --         fits holds at once, except a reader while a writer waits in line
 --         and a semaphore holder taking what the head of the line waits for
+-- ARGV[11..] owners of this client that left the line unconfirmed: taken
+--         out of it first (see drop_left in queue.lua)
 -- returns {1, fence, count} when held by ARGV[1] afterwards;
 --         {0, retry_ms, queued, bad, issued} otherwise, as the mutex's
 --         (retry_ms: until the earliest lease of a holder ends);
@@ -29,6 +31,7 @@ local k = { holders = KEYS[1], untils = KEYS[2], fence = KEYS[3], queue = KEYS[4
 local owner, lease = ARGV[1], tonumber(ARGV[2])
 local permits, size = tonumber(ARGV[8]), tonumber(ARGV[9])
 local prefix, numsub, publish = ARGV[5], ARGV[6], ARGV[7]
+drop_left(k.queue, k.leases, 11)
 -- Keys of another type (written by something else) stop the lock being
 -- taken, and nothing is written.
 local probe = redis.pcall('HGET', k.holders, owner)

@@ -214,7 +214,7 @@ local function serve_line(k, prefix, numsub, publish, now)
       enter(k.holders, k.untils, owner, fence, permits, lease, now, size)
       served = served + 1
       local client = string.match(owner, '^[^:]*')
-      redis.call(publish, prefix .. client, string.format('handoff %d %s', fence, owner))
+      redis.call(publish, prefix .. client, handoff_message(fence, lease, owner))
     end
     redis.call('LPOP', k.queue)
     redis.call('HDEL', k.leases, owner)

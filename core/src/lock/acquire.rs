@@ -18,7 +18,7 @@ use super::{Acquired, Lock};
 use crate::error::{Error, Result};
 use crate::options::Wait;
 use crate::redis::deployment::Attempt;
-use crate::wakeups::registry::{sleep_bound, Ticket};
+use crate::wakeups::registry::{sleep_bound, Handoff, Ticket};
 
 /// Acquires `lock`, waiting as `wait` allows (see [`Lock::acquire`]).
 pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
@@ -29,6 +29,11 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
         return Err(Error::Upgrade {
             name: lock.name.to_string(),
         });
+    }
+    if !wait.is_once() {
+        // An entry of this owner's that an earlier wait left in line (its
+        // leaving unconfirmed) is its place again, never taken out under it.
+        context.waiters.waits_again(&lock.keys.lock, &lock.owner);
     }
     context
         .waiters
@@ -78,8 +83,8 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
         if waiter.due_to_join_line() {
             continue;
         }
-        if let Woken::Handed(fence) = waiter.sleep(now).await {
-            if let Some(acquired) = waiter.take_handoff(fence).await {
+        if let Woken::Handed(handoff) = waiter.sleep(now).await {
+            if let Some(acquired) = waiter.take_handoff(handoff).await {
                 metrics.acquired(true, start.elapsed());
                 return Ok(acquired);
             }
@@ -134,8 +139,8 @@ struct Busy {
 
 /// What ended a sleep.
 enum Woken {
-    /// A release handed the lock to this waiter in line, with this token.
-    Handed(u64),
+    /// A release handed the lock to this waiter in line.
+    Handed(Handoff),
     /// A release message (or a reconnect of the feed).
     Released,
     /// The sleep's bound.
@@ -322,7 +327,7 @@ impl<'a> Waiter<'a> {
             }
         };
         tokio::select! {
-            fence = handed => Woken::Handed(fence),
+            handoff = handed => Woken::Handed(handoff),
             _ = released => {
                 tracing::trace!(target: "rlock", lock = %self.lock.name, "woken by release");
                 Woken::Released
@@ -331,10 +336,10 @@ impl<'a> Waiter<'a> {
         }
     }
 
-    /// A release handed this waiter in line the lock (token `fence`): the
-    /// lock once the handoff is confirmed (see `confirm_handoff`), or `None`
-    /// to wait on.
-    async fn take_handoff(&mut self, fence: u64) -> Option<Acquired> {
+    /// A release handed this waiter in line the lock: the lock once the
+    /// handoff is confirmed (see `confirm_handoff`), or `None` to wait on.
+    async fn take_handoff(&mut self, handoff: Handoff) -> Option<Acquired> {
+        let fence = handoff.fence;
         if let Some(line) = self.line.take() {
             line.settled();
         }
@@ -346,7 +351,7 @@ impl<'a> Waiter<'a> {
         };
         let confirmed = self
             .lock
-            .confirm_handoff(fence, self.busy_in_line_since)
+            .confirm_handoff(handoff, self.busy_in_line_since)
             .await;
         self.lock.took_in_line(fence);
         match confirmed {

@@ -48,7 +48,10 @@ impl Lock {
             },
             None => None,
         };
+        // Waiters of this client that left the line unconfirmed go first.
+        let left = context.waiters.left_owners(&self.keys.lock);
         let request = AcquireRequest {
+            left: &left.owners,
             keys: &self.keys,
             owner: &self.owner,
             lease,
@@ -61,6 +64,10 @@ impl Lock {
         };
         let mut sent = Instant::now();
         let mut attempt = context.deployment.acquire(&request).await?;
+        context
+            .waiters
+            .left_confirmed(&self.keys.lock, &left.owners);
+        drop(left);
         if let Some(view) = held {
             self.check_re_entry(view, &attempt).await?;
         }

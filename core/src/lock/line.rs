@@ -14,7 +14,7 @@ use super::{Acquired, Lock};
 use crate::context::Client;
 use crate::error::{Error, Result};
 use crate::redis::endpoint::ReleaseOf;
-use crate::wakeups::registry::{Orphans, Ticket};
+use crate::wakeups::registry::{Handoff, Orphans, Ticket};
 
 /// A waiter in line: where its handoff arrives, and its entry.
 pub(super) struct Line {
@@ -141,17 +141,24 @@ impl Lock {
     /// made by a release that ran after that attempt, so a lease timed from
     /// its send ends before Redis' own. While more than half a lease is left
     /// by that reckoning (a handoff soon after an attempt, as under
-    /// contention) the waiter holds the lock from the message alone;
+    /// contention), and Redis set the lease this wait asked for (the message
+    /// says which), the waiter holds the lock from the message alone;
     /// otherwise, and with `sync_replicas`, it confirms this very grant with
-    /// an extension it times itself (one round trip). `Ok(None)`: the grant
-    /// had ended.
+    /// an extension it times itself (one round trip), which also sets its own
+    /// lease. `Ok(None)`: the grant had ended.
     pub(super) async fn confirm_handoff(
         &self,
-        fence: u64,
+        handoff: Handoff,
         since: Option<(Instant, u64)>,
     ) -> Result<Option<Acquired>> {
         let context = self.context();
         let lease = self.options.first_lease();
+        let fence = handoff.fence;
+        // A lease shorter than this wait's was asked by an earlier wait of
+        // this owner whose place in line outlived it: never believed longer.
+        let own_lease = handoff
+            .lease_ms
+            .is_none_or(|ms| u128::from(ms) >= lease.as_millis());
         let replicas = self.options.sync_replicas;
         let _turn = self.turn.request.lock().await;
         if self.view().is_some_and(|v| v.fence == fence) {
@@ -163,7 +170,7 @@ impl Lock {
         let now = Instant::now();
         let sent = match since {
             Some((sent, issued))
-                if replicas.is_none() && fence > issued && now < sent + lease / 2 =>
+                if own_lease && replicas.is_none() && fence > issued && now < sent + lease / 2 =>
             {
                 sent
             }
@@ -212,6 +219,12 @@ impl Lock {
             if matches!(e, Error::Closed) {
                 return;
             }
+            // Until Redis confirms it, this client's next attempt on the lock
+            // takes the entry out first: while another waiter of this client
+            // waits on the name, the entry would look alive.
+            self.context()
+                .waiters
+                .left_unconfirmed(&self.keys.lock, &self.owner);
             // Tried again in the background, so a timeout is not held up by
             // an unreachable Redis; until then a handoff to the entry left
             // behind is passed on when its message comes (see `join_line`).
@@ -230,7 +243,13 @@ impl Lock {
     /// meanwhile is passed on.
     async fn dequeue(&self) -> Result<()> {
         let context = self.context();
-        match context.deployment.dequeue(&self.keys, &self.owner).await {
+        let dequeued = context.deployment.dequeue(&self.keys, &self.owner).await;
+        if dequeued.is_ok() {
+            context
+                .waiters
+                .left_confirmed(&self.keys.lock, &[&*self.owner]);
+        }
+        match dequeued {
             Ok(Some(fence)) => {
                 tracing::debug!(target: "rlock", lock = %self.name, "handed over while leaving; passing it on");
                 self.took_in_line(fence);

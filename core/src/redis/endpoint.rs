@@ -39,6 +39,9 @@ pub(crate) struct AcquireRequest<'a> {
     /// Fair mode: nobody passes a waiter in line (read-write locks and
     /// semaphores decide it in Redis; the mutex in its wait).
     pub fair: bool,
+    /// Owners of this client that left the line without Redis confirming
+    /// it: taken out of it before anything else.
+    pub left: &'a [String],
 }
 
 /// What a release is meant to undo: the holder's view, carried by every
@@ -482,15 +485,16 @@ impl Node {
         .arg(i64::from(req.believed))
         .arg(if req.enqueue { "1" } else { "0" })
         .arg(&keys.waiter_prefix)
-        .arg(self.numsub_command());
+        .arg(self.numsub_command())
+        .arg(self.publish_command());
         if shared {
             let (take, size) = req.kind.asked();
             call = call
-                .arg(self.publish_command())
                 .arg(take)
                 .arg(size)
                 .arg(if req.fair { "1" } else { "0" });
         }
+        let call = call.arg(req.left);
         let run = || async {
             match req.replicas {
                 None => self.call::<Vec<i64>>(&call).await.map(|v| (v, None)),

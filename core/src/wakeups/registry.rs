@@ -40,8 +40,8 @@ struct Channel {
     wake: Arc<Notify>,
     /// How many feeds have confirmed the subscription.
     confirmed: watch::Sender<usize>,
-    /// Waiters in line by owner id: where a handoff's fencing token goes.
-    handoffs: HashMap<String, watch::Sender<Option<u64>>>,
+    /// Waiters in line by owner id: where a handoff goes.
+    handoffs: HashMap<String, watch::Sender<Option<Handoff>>>,
     /// Grants that waiters in line learnt of other than from their handoff
     /// message (an attempt of their own, or leaving the line), as owner id
     /// and token, newest last: that message may still come, and must not
@@ -58,6 +58,16 @@ struct Channel {
     news: watch::Sender<u64>,
 }
 
+/// A release (or an attempt that found the lock free) handed the lock to a
+/// waiter in line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Handoff {
+    pub(crate) fence: u64,
+    /// The lease Redis set, in ms (None from a build whose message did not
+    /// carry it).
+    pub(crate) lease_ms: Option<u64>,
+}
+
 /// Called with the owner id and token of a handoff that reached no waiter:
 /// the grant must be passed on, not left to run out.
 pub(crate) type Orphans = Arc<dyn Fn(&str, u64) + Send + Sync>;
@@ -68,16 +78,37 @@ pub(crate) struct Waiters {
     /// One per feed task: asks it to bring a channel's subscription in line
     /// with the registry (subscribe when it has waiters, unsubscribe when not).
     feeds: Mutex<Vec<mpsc::UnboundedSender<String>>>,
-    /// Clean-ups of abandoned waits still running (leaving the line, an
-    /// attempt finishing in the background), counted by lock key and owner:
-    /// that owner's next acquisition of that lock starts once they are done,
-    /// so none of them acts on it (releasing what the new wait was handed,
-    /// or taking it out of line).
-    cleanups: Mutex<HashMap<(String, String), watch::Sender<usize>>>,
+    /// What abandoned waits leave behind (see `Cleanups`).
+    cleanups: Mutex<Cleanups>,
     runtime: tokio::runtime::Handle,
 }
 
-/// One running clean-up (see `Waiters::cleanups`); done when dropped.
+/// What abandoned waits of this client leave behind, under one lock so that
+/// an owner that waits again never meets a request still taking it out of
+/// line.
+#[derive(Default)]
+struct Cleanups {
+    /// Clean-ups still running (leaving the line, an attempt finishing in
+    /// the background, a request taking a left owner out of line), counted by
+    /// lock key and owner: that owner's next acquisition of that lock starts
+    /// once they are done, so none of them acts on it (releasing what the new
+    /// wait was handed, or taking it out of line).
+    running: HashMap<(String, String), watch::Sender<usize>>,
+    /// Owners that left a lock's line (by lock key) whose dequeue was never
+    /// confirmed: their entry would look alive while this client has other
+    /// waiters on that name, so the client's next attempt on it takes them
+    /// out first (`acquire.lua`'s drop_left).
+    left: HashMap<String, Vec<String>>,
+}
+
+/// Owners an attempt takes out of the line before anything else, and the
+/// clean-ups that keep each of them from waiting again until it is answered.
+pub(crate) struct Left {
+    pub(crate) owners: Vec<String>,
+    _running: Vec<Cleanup>,
+}
+
+/// One running clean-up (see `Cleanups::running`); done when dropped.
 pub(crate) struct Cleanup {
     waiters: Arc<Waiters>,
     key: (String, String),
@@ -89,7 +120,7 @@ pub(crate) struct Ticket {
     channel: String,
     wake: Arc<Notify>,
     /// Waiters in line: the owner id and where its handoff arrives.
-    handoff: Option<(String, watch::Receiver<Option<u64>>)>,
+    handoff: Option<(String, watch::Receiver<Option<Handoff>>)>,
     /// See `Channel::news`.
     news: watch::Receiver<u64>,
 }
@@ -99,7 +130,7 @@ impl Waiters {
         Arc::new(Waiters {
             channels: Mutex::new(HashMap::new()),
             feeds: Mutex::new(Vec::new()),
-            cleanups: Mutex::new(HashMap::new()),
+            cleanups: Mutex::new(Cleanups::default()),
             runtime,
         })
     }
@@ -196,17 +227,19 @@ impl Waiters {
     /// A message arrived on `channel`. A release wakes one of its waiters
     /// (when none is asleep right now, the wake is kept for the next one to
     /// sleep, so a waiter busy with an attempt does not miss it); a handoff
-    /// (`handoff <fence> <owner>`) goes to the waiter in line it names.
+    /// (`handoff <fence> <lease ms> <owner>`) goes to the waiter in line it
+    /// names.
     pub(crate) fn deliver(&self, channel: &str, payload: &[u8]) {
         let mut channels = self.channels.lock().unwrap();
         let Some(c) = channels.get_mut(channel) else {
             return;
         };
         c.news.send_modify(|n| *n += 1);
-        let Some((fence, owner)) = parse_handoff(payload) else {
+        let Some((handoff, owner)) = parse_handoff(payload) else {
             c.wake.notify_one();
             return;
         };
+        let fence = handoff.fence;
         if let Some(i) = c.taken.iter().position(|(o, f)| o == owner && *f == fence) {
             c.taken.remove(i);
             tracing::debug!(target: "rlock", owner, fence, "stale handoff: that grant was taken already");
@@ -214,7 +247,7 @@ impl Waiters {
         }
         match (c.handoffs.get(owner), &c.orphans) {
             (Some(slot), _) => {
-                slot.send_replace(Some(fence));
+                slot.send_replace(Some(handoff));
             }
             // That waiter already left. Its dequeue passes on a grant it
             // finds, but it may have failed, or run before this release:
@@ -244,10 +277,10 @@ impl Waiters {
     pub(crate) fn took(&self, channel: &str, owner: &str, fence: u64) {
         if let Some(c) = self.channels.lock().unwrap().get_mut(channel) {
             let heard = c.handoffs.get(owner).is_some_and(|slot| {
-                slot.send_if_modified(|f| {
-                    let heard = *f == Some(fence);
+                slot.send_if_modified(|h| {
+                    let heard = h.is_some_and(|h| h.fence == fence);
                     if heard {
-                        *f = None;
+                        *h = None;
                     }
                     heard
                 })
@@ -267,32 +300,99 @@ impl Waiters {
     /// returned guard is dropped.
     pub(crate) fn cleanup(self: &Arc<Self>, key: &str, owner: &str) -> Cleanup {
         let key = (key.to_owned(), owner.to_owned());
-        self.cleanups
-            .lock()
-            .unwrap()
-            .entry(key.clone())
-            .or_insert_with(|| watch::channel(0).0)
-            .send_modify(|n| *n += 1);
+        Self::count_cleanup(&mut self.cleanups.lock().unwrap(), &key);
         Cleanup {
             waiters: self.clone(),
             key,
         }
     }
 
+    fn count_cleanup(cleanups: &mut Cleanups, key: &(String, String)) {
+        cleanups
+            .running
+            .entry(key.clone())
+            .or_insert_with(|| watch::channel(0).0)
+            .send_modify(|n| *n += 1);
+    }
+
     /// Returns once no clean-up of `owner`'s on lock `key` is running.
     pub(crate) async fn cleaned_up(&self, key: &str, owner: &str) {
         let running = {
             let cleanups = self.cleanups.lock().unwrap();
-            if cleanups.is_empty() {
+            if cleanups.running.is_empty() {
                 return;
             }
             cleanups
+                .running
                 .get(&(key.to_owned(), owner.to_owned()))
                 .map(watch::Sender::subscribe)
         };
         if let Some(mut running) = running {
             // Closed: the last one ended and took its entry away.
             let _ = running.wait_for(|n| *n == 0).await;
+        }
+    }
+
+    /// `owner` left the line of lock `key`, and Redis did not confirm it.
+    pub(crate) fn left_unconfirmed(&self, key: &str, owner: &str) {
+        let mut cleanups = self.cleanups.lock().unwrap();
+        let left = cleanups.left.entry(key.to_owned()).or_default();
+        if !left.iter().any(|o| o == owner) {
+            left.push(owner.to_owned());
+        }
+    }
+
+    /// Redis answered a request that took `owners` out of the line of lock
+    /// `key` (a dequeue, or an attempt carrying them).
+    pub(crate) fn left_confirmed(&self, key: &str, owners: &[impl AsRef<str>]) {
+        let mut cleanups = self.cleanups.lock().unwrap();
+        if let Some(left) = cleanups.left.get_mut(key) {
+            left.retain(|o| !owners.iter().any(|gone| gone.as_ref() == o));
+            if left.is_empty() {
+                cleanups.left.remove(key);
+            }
+        }
+    }
+
+    /// The owners an attempt on lock `key` takes out of its line first; each
+    /// counts as a clean-up of that owner's until the attempt is answered.
+    pub(crate) fn left_owners(self: &Arc<Self>, key: &str) -> Left {
+        let mut cleanups = self.cleanups.lock().unwrap();
+        let owners = match cleanups.left.get(key) {
+            Some(left) => left.clone(),
+            None => Vec::new(),
+        };
+        let running = owners
+            .iter()
+            .map(|owner| {
+                let key = (key.to_owned(), owner.clone());
+                Self::count_cleanup(&mut cleanups, &key);
+                Cleanup {
+                    waiters: self.clone(),
+                    key,
+                }
+            })
+            .collect();
+        Left {
+            owners,
+            _running: running,
+        }
+    }
+
+    /// `owner` waits on lock `key` again: its entry left in line is its place
+    /// again (its attempts give it this wait's lease), and no later attempt
+    /// takes it out. (Those sent already are clean-ups of this owner's, which
+    /// its wait lets finish first.)
+    pub(crate) fn waits_again(&self, key: &str, owner: &str) {
+        let mut cleanups = self.cleanups.lock().unwrap();
+        if cleanups.left.is_empty() {
+            return;
+        }
+        if let Some(left) = cleanups.left.get_mut(key) {
+            left.retain(|o| o != owner);
+            if left.is_empty() {
+                cleanups.left.remove(key);
+            }
         }
     }
 
@@ -350,21 +450,31 @@ impl Waiters {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let mut cleanups = self.waiters.cleanups.lock().unwrap();
-        if let Some(running) = cleanups.get(&self.key) {
+        if let Some(running) = cleanups.running.get(&self.key) {
             running.send_modify(|n| *n -= 1);
             if *running.borrow() == 0 {
-                cleanups.remove(&self.key);
+                cleanups.running.remove(&self.key);
             }
         }
     }
 }
 
-fn parse_handoff(payload: &[u8]) -> Option<(u64, &str)> {
+/// `handoff <fence> <lease ms> <owner>`, or `handoff <fence> <owner>` from a
+/// build whose message did not carry the lease (an owner id is never a
+/// number: it starts with its client's UUID).
+fn parse_handoff(payload: &[u8]) -> Option<(Handoff, &str)> {
     let text = std::str::from_utf8(payload)
         .ok()?
         .strip_prefix("handoff ")?;
-    let (fence, owner) = text.split_once(' ')?;
-    Some((fence.parse().ok()?, owner))
+    let (fence, rest) = text.split_once(' ')?;
+    let fence = fence.parse().ok()?;
+    let (lease_ms, owner) = match rest.split_once(' ') {
+        Some((lease, owner)) if lease.bytes().all(|b| b.is_ascii_digit()) => {
+            (Some(lease.parse().ok()?), owner)
+        }
+        _ => (None, rest),
+    };
+    Some((Handoff { fence, lease_ms }, owner))
 }
 
 impl Ticket {
@@ -382,18 +492,18 @@ impl Ticket {
         news
     }
 
-    /// A waiter in line: resolves with the fencing token when a release handed
-    /// it the lock (never resolves for a waiter that is not in line).
-    pub(crate) async fn handed(&self) -> u64 {
+    /// A waiter in line: resolves with the handoff when a release handed it
+    /// the lock (never resolves for a waiter that is not in line).
+    pub(crate) async fn handed(&self) -> Handoff {
         match &self.handoff {
             Some((_, rx)) => {
                 let mut rx = rx.clone();
-                let fence = match rx.wait_for(Option::is_some).await {
-                    Ok(fence) => *fence,
+                let handoff = match rx.wait_for(Option::is_some).await {
+                    Ok(handoff) => *handoff,
                     Err(_) => None,
                 };
-                match fence {
-                    Some(fence) => fence,
+                match handoff {
+                    Some(handoff) => handoff,
                     None => std::future::pending().await,
                 }
             }
@@ -473,11 +583,35 @@ mod tests {
         drop(first);
         let again = waiters.join("w", Some("c:1"), now).await;
         // The message of that grant, read late.
-        waiters.deliver("w", b"handoff 7 c:1");
+        waiters.deliver("w", b"handoff 7 500 c:1");
         let early = tokio::time::timeout(Duration::ZERO, again.handed()).await;
         assert!(early.is_err(), "granted by a stale handoff: {early:?}");
-        waiters.deliver("w", b"handoff 8 c:1");
-        assert_eq!(again.handed().await, 8);
+        waiters.deliver("w", b"handoff 8 500 c:1");
+        let handed = again.handed().await;
+        assert_eq!(
+            handed,
+            Handoff {
+                fence: 8,
+                lease_ms: Some(500)
+            }
+        );
+    }
+
+    #[test]
+    fn a_handoff_names_its_token_lease_and_owner_and_one_of_an_earlier_build_its_token_and_owner(
+    ) {
+        let (handoff, owner) = parse_handoff(b"handoff 12 60000 f0e1-c2:7 x").unwrap();
+        assert_eq!(
+            (handoff.fence, handoff.lease_ms, owner),
+            (12, Some(60000), "f0e1-c2:7 x")
+        );
+        let (handoff, owner) = parse_handoff(b"handoff 12 f0e1-c2:7").unwrap();
+        assert_eq!(
+            (handoff.fence, handoff.lease_ms, owner),
+            (12, None, "f0e1-c2:7")
+        );
+        assert!(parse_handoff(b"released").is_none());
+        assert!(parse_handoff(b"handoff x 1 o").is_none());
     }
 
     #[tokio::test]
