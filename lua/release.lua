@@ -32,6 +32,10 @@
 --         so that the holder's own release is refused (-3) for the rest of
 --         that lease, not taken for its own earlier send, whatever happened
 --         to the lock since; absent or '0': the holder's own
+-- ARGV[9] '1': a Redlock attempt that fell short gives back its grant; a
+--         lock it frees is announced as 'given back <client id>' (the owner
+--         id up to its first ':'), which that client's own waiters ignore:
+--         nothing changed for them. Absent or '0': announced as 'released'.
 -- returns the re-entry count left (0: the lock was handed over or freed, by
 --           this request or, when it is sent again, by its first send),
 --         -1 when the lock is gone (its lease ended),
@@ -132,5 +136,9 @@ if forced then
   mark_forced(ARGV[1] .. ':' .. tostring(redis.call('HGET', KEYS[1], 'fence')), lease_left())
 end
 redis.call('DEL', KEYS[1])
-redis.call(ARGV[3], KEYS[2], 'released')
+if ARGV[9] == '1' then
+  redis.call(ARGV[3], KEYS[2], 'given back ' .. string.match(ARGV[1], '^[^:]*'))
+else
+  redis.call(ARGV[3], KEYS[2], 'released')
+end
 return 0

@@ -330,8 +330,7 @@ async fn give_back(deployment: &Deployment, given: &Given) {
         let of = ReleaseOf {
             before: i64::from(left),
             fence: given.fence,
-            last_valid_until: None,
-            forced: false,
+            ..ReleaseOf::ANY
         };
         match deployment
             .release(&given.keys, &given.owner, lease_ms, of)

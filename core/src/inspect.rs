@@ -336,8 +336,8 @@ impl Client {
         let of = ReleaseOf {
             before: 1,
             fence,
-            last_valid_until: None,
             forced: true,
+            ..ReleaseOf::ANY
         };
         let deployment = self.context.deployment.current()?;
         // Refused: that holding ended meanwhile (or another took its place).

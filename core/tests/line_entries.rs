@@ -87,7 +87,11 @@ async fn a_wait_again_by_the_owner_of_a_place_left_in_line_holds_under_its_own_l
     finished(again, Duration::from_secs(10)).await.unwrap();
     // Redis set the lease its holder counts on: nobody else gets in a
     // second later, and the holder has lost nothing.
-    assert!(pttl(&server, "rebuild") > 50_000, "{}", pttl(&server, "rebuild"));
+    assert!(
+        pttl(&server, "rebuild") > 50_000,
+        "{}",
+        pttl(&server, "rebuild")
+    );
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let rival = holding.lock("rebuild").unwrap();
     assert_eq!(rival.try_acquire().await.unwrap(), None);
@@ -119,14 +123,22 @@ async fn a_handoff_under_a_shorter_lease_than_the_wait_asked_is_confirmed_under_
     finished(wait, Duration::from_secs(10)).await.unwrap();
     // Handed over under 500 ms, the holder set its own lease before it
     // counted on it.
-    assert!(pttl(&server, "report") > 50_000, "{}", pttl(&server, "report"));
+    assert!(
+        pttl(&server, "report") > 50_000,
+        "{}",
+        pttl(&server, "report")
+    );
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(holding.lock("report").unwrap().try_acquire().await.unwrap(), None);
+    assert_eq!(
+        holding.lock("report").unwrap().try_acquire().await.unwrap(),
+        None
+    );
     assert_eq!(waiter.lost(), None);
 }
 
 #[tokio::test]
-async fn a_waiter_behind_a_place_its_client_left_unconfirmed_gets_the_lock_its_holder_let_run_out() {
+async fn a_waiter_behind_a_place_its_client_left_unconfirmed_gets_the_lock_its_holder_let_run_out()
+{
     let (server, proxy, waiting) = behind_proxy().await;
     let holding = Client::connect(&server.url()).await.unwrap();
     // A holder that stops renewing (as if it crashed): its lease runs out.
@@ -213,5 +225,7 @@ async fn a_free_lock_is_handed_to_the_head_of_its_line_whose_client_passes_it_on
         start.elapsed()
     );
     stays.release().await.unwrap();
-    finished(third_waits, Duration::from_secs(10)).await.unwrap();
+    finished(third_waits, Duration::from_secs(10))
+        .await
+        .unwrap();
 }

@@ -30,7 +30,7 @@ pub(super) async fn run(lock: &Lock) -> Result<u32> {
             before: i64::from(v.count),
             fence: v.fence,
             last_valid_until: (v.count == 1 && v.lost.is_none()).then_some(v.expires_at),
-            forced: false,
+            ..ReleaseOf::ANY
         },
         None => ReleaseOf::ANY,
     };

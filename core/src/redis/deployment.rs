@@ -240,35 +240,41 @@ impl Deployment {
 
     /// Redlock: the lock is held when a majority granted it within the
     /// validity time (lease − elapsed − drift) measured from before sending.
+    /// A re-entry is one only where a majority re-entered: masters that
+    /// granted it afresh (their key was gone) may have let a rival in
+    /// meanwhile.
     async fn acquire_quorum(&self, req: &AcquireRequest<'_>, lease_ms: u64) -> Result<Attempt> {
         let start = Instant::now();
         let quorum = self.quorum();
         let n = self.nodes.len();
+        let re_entry = req.believed > 0;
         let outcomes = self
             .each(
                 |node| async move { node.acquire(req).await.map(|(r, _)| r) },
                 // Done early only on success: a failed attempt must hear from
-                // every node before giving back what it got.
+                // every node before giving back what it got, and a re-entry
+                // from a majority that re-entered.
                 |done| {
                     done.iter()
-                        .filter(|(_, r)| matches!(r, Ok(AcquireReply::Held { .. })))
+                        .filter(|(_, r)| match r {
+                            Ok(AcquireReply::Held { count, .. }) => !re_entry || *count > 1,
+                            _ => false,
+                        })
                         .count()
                         >= quorum
                 },
             )
             .await;
         let mut fence = 0;
-        let mut count = 0;
-        let mut held = 0;
+        let mut counts = Vec::with_capacity(n);
         let mut busy_ttl: Option<i64> = None;
         let mut busy = 0;
         let mut errors = Vec::new();
         for (_, r) in &outcomes {
             match r {
                 Ok(AcquireReply::Held { fence: f, count: c }) => {
-                    held += 1;
                     fence = fence.max(*f);
-                    count = count.max(*c);
+                    counts.push(*c);
                 }
                 Ok(AcquireReply::Busy { pttl_ms, .. }) => {
                     busy += 1;
@@ -282,10 +288,16 @@ impl Deployment {
                 Err(e) => errors.push(e.clone()),
             }
         }
+        let held = counts.len();
         let validity = req
             .lease
             .saturating_sub(start.elapsed() + self.drift(req.lease));
         if held >= quorum && !validity.is_zero() {
+            // The count a majority has at least, as releases combine their
+            // answers: a re-entry that only a minority counted is a fresh
+            // grant (count 1), which the re-entry check gives back as lost.
+            counts.sort_unstable_by(|a, b| b.cmp(a));
+            let count = counts[quorum - 1];
             return Ok(Attempt::Held { fence, count });
         }
         if req.believed == 0 && busy < n {
@@ -296,10 +308,15 @@ impl Deployment {
             // (A failed re-entry keeps the holding it re-entered.) Each
             // master that answered gets back the very grant it made, so a
             // give-back that arrives late never undoes a later attempt's.
-            let mut given = vec![ReleaseOf::ANY; n];
+            // Announced as a give-back, which this client's own waiters
+            // ignore: it undid only what this attempt did.
+            let mut given = vec![ReleaseOf::GIVEN_BACK; n];
             for (i, r) in &outcomes {
                 if let Ok(AcquireReply::Held { fence, count }) = r {
-                    given[*i] = ReleaseOf::undo(*fence, *count);
+                    given[*i] = ReleaseOf {
+                        given_back: true,
+                        ..ReleaseOf::undo(*fence, *count)
+                    };
                 }
             }
             let _ = self
@@ -319,12 +336,14 @@ impl Deployment {
                 errors.join("; ")
             )
         });
-        // Held by others on enough masters to rule out a quorum (whatever
-        // the failed ones): wait for a release message or the shortest lease.
-        // A split vote, or too few masters answering: retry after a random
-        // delay.
+        // Held by others on a majority, or on enough masters to rule out a
+        // quorum whatever the failed ones answer: nothing this waiter does
+        // changes that before a release (whatever a minority granted it,
+        // given back above), so it waits for a release message or the
+        // shortest lease. A split vote, or too few masters answering: retry
+        // after a random delay.
         let (retry_in_ms, backoff) = match busy_ttl {
-            Some(ttl) if held == 0 && busy > n - quorum => (ttl, false),
+            Some(ttl) if busy >= quorum || (held == 0 && busy > n - quorum) => (ttl, false),
             _ => (rand::rng().random_range(5..=50), true),
         };
         Ok(Attempt::Busy {

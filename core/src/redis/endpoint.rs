@@ -58,6 +58,9 @@ pub(crate) struct ReleaseOf {
     pub last_valid_until: Option<tokio::time::Instant>,
     /// An operator's forced release, sent as the holder (a mutex's only).
     pub forced: bool,
+    /// A Redlock attempt that fell short gives back what it got: a lock it
+    /// frees is announced as given back by this client (see `release.lua`).
+    pub given_back: bool,
 }
 
 impl ReleaseOf {
@@ -68,6 +71,13 @@ impl ReleaseOf {
         fence: 0,
         last_valid_until: None,
         forced: false,
+        given_back: false,
+    };
+
+    /// [`ANY`](Self::ANY), from a Redlock attempt that fell short.
+    pub(crate) const GIVEN_BACK: ReleaseOf = ReleaseOf {
+        given_back: true,
+        ..Self::ANY
     };
 
     /// The grant with token `fence`, which its owner never used (a handoff to
@@ -83,8 +93,7 @@ impl ReleaseOf {
         ReleaseOf {
             before: i64::from(count),
             fence,
-            last_valid_until: None,
-            forced: false,
+            ..Self::ANY
         }
     }
 }
@@ -546,7 +555,8 @@ impl Node {
         .arg(self.numsub_command())
         .arg(of.before)
         .arg(of.fence)
-        .arg(if of.forced { "1" } else { "0" });
+        .arg(if of.forced { "1" } else { "0" })
+        .arg(if of.given_back { "1" } else { "0" });
         let released_earlier = |v: i64| {
             matches!(v, -1 | -2)
                 && of

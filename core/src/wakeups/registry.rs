@@ -80,6 +80,10 @@ pub(crate) struct Waiters {
     feeds: Mutex<Vec<mpsc::UnboundedSender<String>>>,
     /// What abandoned waits leave behind (see `Cleanups`).
     cleanups: Mutex<Cleanups>,
+    /// What a give-back of this client's own announces on a release channel
+    /// (`given back <client id>`, see `release.lua`): it undid only what an
+    /// attempt of this client did, so it wakes none of its waiters.
+    own_give_back: Vec<u8>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -126,8 +130,9 @@ pub(crate) struct Ticket {
 }
 
 impl Waiters {
-    pub(crate) fn new(runtime: tokio::runtime::Handle) -> Arc<Self> {
+    pub(crate) fn new(runtime: tokio::runtime::Handle, client_id: &str) -> Arc<Self> {
         Arc::new(Waiters {
+            own_give_back: format!("given back {client_id}").into_bytes(),
             channels: Mutex::new(HashMap::new()),
             feeds: Mutex::new(Vec::new()),
             cleanups: Mutex::new(Cleanups::default()),
@@ -234,6 +239,9 @@ impl Waiters {
         let Some(c) = channels.get_mut(channel) else {
             return;
         };
+        if payload == self.own_give_back.as_slice() {
+            return;
+        }
         c.news.send_modify(|n| *n += 1);
         let Some((handoff, owner)) = parse_handoff(payload) else {
             c.wake.notify_one();
@@ -575,7 +583,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_handoff_overtaken_by_the_waiters_own_attempt_reaches_no_later_wait() {
-        let waiters = Waiters::new(tokio::runtime::Handle::current());
+        let waiters = Waiters::new(tokio::runtime::Handle::current(), "c");
         let now = Some(tokio::time::Instant::now());
         let first = waiters.join("w", Some("c:1"), now).await;
         // Its attempt found the lock handed to it, with token 7.
@@ -598,8 +606,7 @@ mod tests {
     }
 
     #[test]
-    fn a_handoff_names_its_token_lease_and_owner_and_one_of_an_earlier_build_its_token_and_owner(
-    ) {
+    fn a_handoff_names_its_token_lease_and_owner_and_one_of_an_earlier_build_its_token_and_owner() {
         let (handoff, owner) = parse_handoff(b"handoff 12 60000 f0e1-c2:7 x").unwrap();
         assert_eq!(
             (handoff.fence, handoff.lease_ms, owner),
@@ -616,7 +623,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_channel_subscribed_again_wakes_every_waiter_of_it() {
-        let waiters = Waiters::new(tokio::runtime::Handle::current());
+        let waiters = Waiters::new(tokio::runtime::Handle::current(), "c");
         let now = Some(tokio::time::Instant::now());
         let tickets = [
             waiters.join("released", None, now).await,
