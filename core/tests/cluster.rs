@@ -289,3 +289,111 @@ async fn cached_waiters_on_another_client_get_the_value_by_the_sharded_message()
     assert_eq!(value, Some(b"first load".to_vec()));
     assert!(rebuilder.invalidate("catalog:7").await.unwrap());
 }
+
+/// Subscribers of a sharded channel on one node.
+fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("SHARDNUMSUB")
+        .arg(channel)
+        .query(&mut node.conn())
+        .unwrap_or_default();
+    n
+}
+
+/// Two rounds of a holder releasing to a waiter of another client, the
+/// first after `disturb` moved the lock's slot (or its master) while the
+/// waiter waited, the second with no further move: each waiter hears its
+/// release at once, though the holder's lease had 30 s to run.
+async fn waiters_hear_releases_after(
+    cluster: &RedisCluster,
+    name: &str,
+    fair: bool,
+    disturb: impl FnOnce(&RedisCluster),
+) {
+    let holder_client = client(cluster).await;
+    let waiter_client = client(cluster).await;
+    let options = LockOptions::default()
+        .ttl(Duration::from_secs(30))
+        .fair(fair);
+    let holder = holder_client.lock_with(name, options.clone()).unwrap();
+    let waiter = waiter_client.lock_with(name, options).unwrap();
+    // A waiter stands in line (a fair one at once, the other after
+    // `queue_after`) and hears its handoff on its client's waiter channel.
+    let channel = waiter.keys().waiter_channel(waiter_client.id());
+    let (lock_key, line_key) = (waiter.keys().lock.clone(), waiter.keys().queue.clone());
+    let owner = waiter.owner().to_owned();
+    // Subscribed on a node of the slot's shard (its master, or a replica:
+    // sharded messages reach every node of the shard; a node that does not
+    // serve the slot drops its subscriptions).
+    let listened = |cluster: &RedisCluster| {
+        let node = &cluster.nodes[cluster.master_of(&lock_key)];
+        let line: Vec<String> = redis::cmd("LRANGE")
+            .arg(&line_key)
+            .arg(0)
+            .arg(-1)
+            .query(&mut node.conn())
+            .unwrap_or_default();
+        line.contains(&owner)
+            && cluster
+                .nodes
+                .iter()
+                .any(|n| n.is_running() && shard_subscribers(n, &channel) > 0)
+    };
+    let mut disturb = Some(disturb);
+    for round in 1..=2 {
+        holder.acquire(Wait::Once).await.unwrap();
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(25))).await })
+        };
+        assert!(
+            eventually(Duration::from_secs(10), || listened(cluster)).await,
+            "round {round}: the waiter never subscribed"
+        );
+        if let Some(disturb) = disturb.take() {
+            disturb(cluster);
+            assert!(
+                eventually(Duration::from_secs(10), || listened(cluster)).await,
+                "the waiter is not subscribed where the slot now lives"
+            );
+        }
+        let released = std::time::Instant::now();
+        holder.release().await.unwrap();
+        finished(waiting, Duration::from_secs(25)).await.unwrap();
+        let heard = released.elapsed();
+        assert!(
+            heard < Duration::from_secs(3),
+            "round {round}: the waiter got the lock {heard:?} after the release"
+        );
+        waiter.release().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_waiter_hears_the_release_after_its_slot_moved_to_another_master() {
+    let cluster = RedisCluster::start(3, 0);
+    waiters_hear_releases_after(&cluster, "moving", false, |cluster| {
+        let from = cluster.master_of("rlock:{moving}");
+        cluster.migrate_slot("rlock:{moving}", (from + 1) % 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_waiter_in_line_hears_its_handoff_after_its_slot_moved_to_another_master() {
+    let cluster = RedisCluster::start(3, 0);
+    waiters_hear_releases_after(&cluster, "moving", true, |cluster| {
+        let from = cluster.master_of("rlock:{moving}");
+        cluster.migrate_slot("rlock:{moving}", (from + 1) % 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_waiter_hears_the_release_after_its_master_failed_over_to_a_replica() {
+    let cluster = RedisCluster::start(3, 1);
+    waiters_hear_releases_after(&cluster, "promoted", false, |cluster| {
+        cluster.fail_over_gracefully("rlock:{promoted}");
+    })
+    .await;
+}

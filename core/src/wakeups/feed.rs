@@ -4,7 +4,7 @@
 //! subscriptions in line with the waiters registry and hands every message to
 //! `Waiters::deliver`; each ends when the client is dropped.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -155,9 +155,19 @@ async fn run_plain(
 }
 
 /// SSUBSCRIBE through a Cluster: redis-rs routes each channel to its slot's
-/// node and re-subscribes after reconnects and slot moves, announcing each
-/// re-subscription with a push; that push is also the cue that messages may
-/// have been missed.
+/// node and re-subscribes after reconnects and slot-map refreshes, announcing
+/// each re-subscription with a push; that push is also the cue that messages
+/// may have been missed. A node that stops serving a slot (a slot migrated, a
+/// master failed over) drops that slot's subscriptions with an `sunsubscribe`
+/// push: a channel still wanted is subscribed again where the slot now lives,
+/// and its waiters try again at once.
+///
+/// A channel counts as subscribed once its `ssubscribe` push came, not when
+/// the command returned: redis-rs takes an `sunsubscribe` the node sends on
+/// its own for the reply of the request then in flight (an SSUBSCRIBE sent
+/// to the node that just lost the slot then "succeeds" unheard). One whose
+/// push does not come within `CONFIRM_WITHIN` is sent again, and each
+/// command is bounded in time, so a reply that never comes stalls nothing.
 async fn run_sharded(
     cluster: std::sync::Arc<redis::cluster::ClusterClient>,
     waiters: Weak<Waiters>,
@@ -165,7 +175,7 @@ async fn run_sharded(
     mut shutdown: Shutdown,
 ) {
     let (tx, mut pushes) = mpsc::unbounded_channel();
-    let mut conn = loop {
+    let conn = loop {
         let config = redis::cluster::ClusterConfig::new().set_push_sender(tx.clone());
         match cluster.get_async_connection_with_config(config).await {
             Ok(c) => break c,
@@ -178,8 +188,15 @@ async fn run_sharded(
             }
         }
     };
-    let mut subscribed: HashSet<String> = HashSet::new();
+    let mut feed = Sharded {
+        conn,
+        subscribed: HashSet::new(),
+        pending: HashMap::new(),
+    };
+    let mut tick = tokio::time::interval(CONFIRM_WITHIN / 2);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let waiting = !feed.pending.is_empty();
         tokio::select! {
             _ = shutdown.signalled() => return,
             push = pushes.recv() => {
@@ -195,31 +212,118 @@ async fn run_sharded(
                 };
                 match push.kind {
                     PushKind::SMessage | PushKind::Message => w.deliver(&channel, payload),
-                    // A (re-)subscription confirmed after a reconnect or a slot
-                    // move: a release may have been missed meanwhile.
-                    PushKind::SSubscribe if subscribed.contains(&channel) => w.resubscribed(&channel),
+                    PushKind::SSubscribe => feed.confirmed(&w, channel),
+                    PushKind::SUnsubscribe => feed.dropped(&w, channel).await,
                     _ => {}
                 }
+            }
+            _ = tick.tick(), if waiting => {
+                let Some(w) = waiters.upgrade() else { return };
+                feed.unconfirmed(&w).await;
             }
             channel = requests.recv() => {
                 let Some(channel) = channel else { return };
                 let Some(w) = waiters.upgrade() else { return };
-                let wanted = w.has_waiters(&channel);
-                let have = subscribed.contains(&channel);
-                if wanted && !have {
-                    match conn.ssubscribe(&channel).await {
-                        Ok(()) => {
-                            subscribed.insert(channel.clone());
-                        }
-                        Err(e) => tracing::debug!(target: "rlock", error = %e, "SSUBSCRIBE failed"),
-                    }
-                } else if !wanted && have {
-                    subscribed.remove(&channel);
-                    let _ = conn.sunsubscribe(&channel).await;
-                }
-                if wanted && subscribed.contains(&channel) {
-                    w.confirm(&channel, true);
-                }
+                feed.requested(&w, channel).await;
+            }
+        }
+    }
+}
+
+/// How long a sharded subscription may go without its confirming push
+/// before it is sent again.
+const CONFIRM_WITHIN: Duration = Duration::from_secs(1);
+
+/// The subscriptions of a sharded feed.
+struct Sharded {
+    conn: redis::cluster_async::ClusterConnection,
+    /// Confirmed by their `ssubscribe` push.
+    subscribed: HashSet<String>,
+    /// Sent, not confirmed yet: when.
+    pending: HashMap<String, tokio::time::Instant>,
+}
+
+impl Sharded {
+    /// A waiter joined or left `channel` (see `Waiters::tell_feeds`).
+    async fn requested(&mut self, w: &Waiters, channel: String) {
+        let wanted = w.has_waiters(&channel);
+        if wanted && self.subscribed.contains(&channel) {
+            // Re-joined before its unsubscribe was processed: it never
+            // stopped being subscribed.
+            w.confirm(&channel, true);
+        } else if wanted && !self.pending.contains_key(&channel) {
+            self.subscribe(channel).await;
+        } else if !wanted
+            && (self.subscribed.remove(&channel) | self.pending.remove(&channel).is_some())
+        {
+            let unsubscribe = self.conn.sunsubscribe(&channel);
+            let _ = tokio::time::timeout(CONFIRM_WITHIN, unsubscribe).await;
+        }
+    }
+
+    async fn subscribe(&mut self, channel: String) {
+        let sent = tokio::time::Instant::now();
+        match tokio::time::timeout(CONFIRM_WITHIN, self.conn.ssubscribe(&channel)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(target: "rlock", error = %e, channel, "SSUBSCRIBE failed; trying again"),
+            Err(_) => tracing::debug!(target: "rlock", channel, "SSUBSCRIBE unanswered; trying again"),
+        }
+        self.pending.insert(channel, sent);
+    }
+
+    /// A node confirmed a subscription to `channel`: one this feed asked
+    /// for, or one redis-rs made again itself after a reconnect or a slot
+    /// map refresh (a release may have been missed meanwhile).
+    fn confirmed(&mut self, w: &Waiters, channel: String) {
+        if self.pending.remove(&channel).is_some() {
+            if w.has_waiters(&channel) && self.subscribed.insert(channel.clone()) {
+                w.confirm(&channel, true);
+            }
+        } else if self.subscribed.contains(&channel) {
+            w.resubscribed(&channel);
+        }
+    }
+
+    /// An `sunsubscribe` for `channel`: when this feed did not ask for it
+    /// (it forgets a channel before unsubscribing), the node stopped serving
+    /// its slot; its waiters may have missed a message, and a channel still
+    /// wanted is subscribed again.
+    async fn dropped(&mut self, w: &Waiters, channel: String) {
+        if !self.subscribed.remove(&channel) {
+            return;
+        }
+        w.confirm(&channel, false);
+        if w.has_waiters(&channel) {
+            tracing::debug!(target: "rlock", channel, "sharded subscription dropped by its node; subscribing again");
+            w.resubscribed(&channel);
+            // redis-rs routes by the slot map it had: a read of a key of the
+            // channel's slot answers MOVED from a node that no longer serves
+            // it (a master turned replica serves SSUBSCRIBE still, but the
+            // scripts count subscribers on the master only), which makes it
+            // refresh its map before the subscription goes out.
+            let probe = redis::cmd("EXISTS").arg(&channel).to_owned();
+            let _ = tokio::time::timeout(
+                CONFIRM_WITHIN,
+                probe.query_async::<i64>(&mut self.conn),
+            )
+            .await;
+            self.subscribe(channel).await;
+        }
+    }
+
+    /// Sends again the subscriptions whose push did not come in time.
+    async fn unconfirmed(&mut self, w: &Waiters) {
+        let now = tokio::time::Instant::now();
+        let late: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, sent)| now >= **sent + CONFIRM_WITHIN)
+            .map(|(c, _)| c.clone())
+            .collect();
+        for channel in late {
+            self.pending.remove(&channel);
+            if w.has_waiters(&channel) {
+                self.subscribe(channel).await;
             }
         }
     }

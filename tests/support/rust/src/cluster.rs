@@ -178,3 +178,106 @@ impl RedisCluster {
         usize::MAX // no live master serves it (yet)
     }
 }
+
+/// Moving a slot and promoting a replica by hand, the steps
+/// `redis-cli --cluster reshard` and an operator's `CLUSTER FAILOVER` take.
+impl RedisCluster {
+    fn node_id(&self, i: usize) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.nodes[i].conn())
+            .unwrap()
+    }
+
+    /// Moves the slot of `key` (with its keys) from the master serving it to
+    /// master `to`, the way `redis-cli --cluster reshard` does: IMPORTING on
+    /// the target, MIGRATING on the source, MIGRATE every key, then the new
+    /// owner told to every master, the target first. Returns once every live
+    /// node routes the slot to `to`.
+    pub fn migrate_slot(&self, key: &str, to: usize) {
+        let from = self.master_of(key);
+        assert_ne!(from, to, "the slot of {key} is served by node {to} already");
+        let slot = self.nodes[to].keyslot(key);
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let setslot = |node: usize, how: &str, id: &str| {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(id)
+                .query(&mut self.nodes[node].conn())
+                .unwrap();
+        };
+        setslot(to, "IMPORTING", &from_id);
+        setslot(from, "MIGRATING", &to_id);
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut self.nodes[from].conn())
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let _: () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(self.nodes[to].port)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut self.nodes[from].conn())
+                .unwrap();
+        }
+        setslot(to, "NODE", &to_id);
+        setslot(from, "NODE", &to_id);
+        for i in 0..self.nodes.len() {
+            if i != to && i != from && self.nodes[i].is_running() && self.is_master(i) {
+                setslot(i, "NODE", &to_id);
+            }
+        }
+        wait_until(Duration::from_secs(30), "the slot's new owner known", || {
+            self.master_of(key) == to
+        });
+        self.wait_healthy();
+    }
+
+    fn is_master(&self, i: usize) -> bool {
+        self.nodes[i].info("replication").contains("role:master")
+    }
+
+    /// Promotes a replica of the master serving `key` with `CLUSTER
+    /// FAILOVER` (a caught-up replica, the old master kept running as its
+    /// replica); returns the new master once every node routes to it.
+    pub fn fail_over_gracefully(&self, key: &str) -> usize {
+        let old = self.master_of(key);
+        let old_id = self.node_id(old);
+        let replica = (0..self.nodes.len())
+            .find(|&i| {
+                i != old
+                    && self.nodes[i].is_running()
+                    && self.nodes[i]
+                        .info("replication")
+                        .contains("master_link_status:up")
+                    && redis::cmd("CLUSTER")
+                        .arg("NODES")
+                        .query::<String>(&mut self.nodes[i].conn())
+                        .unwrap()
+                        .lines()
+                        .any(|l| l.contains("myself") && l.contains(&old_id))
+            })
+            .expect("a replica of the master serving the key");
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query(&mut self.nodes[replica].conn())
+            .unwrap();
+        wait_until(Duration::from_secs(30), "the replica promoted", || {
+            self.master_of(key) == replica
+                && self.nodes[old].info("replication").contains("role:slave")
+        });
+        self.wait_healthy();
+        replica
+    }
+}
