@@ -265,8 +265,12 @@ impl Sharded {
         let sent = tokio::time::Instant::now();
         match tokio::time::timeout(CONFIRM_WITHIN, self.conn.ssubscribe(&channel)).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::debug!(target: "rlock", error = %e, channel, "SSUBSCRIBE failed; trying again"),
-            Err(_) => tracing::debug!(target: "rlock", channel, "SSUBSCRIBE unanswered; trying again"),
+            Ok(Err(e)) => {
+                tracing::debug!(target: "rlock", error = %e, channel, "SSUBSCRIBE failed; trying again")
+            }
+            Err(_) => {
+                tracing::debug!(target: "rlock", channel, "SSUBSCRIBE unanswered; trying again")
+            }
         }
         self.pending.insert(channel, sent);
     }
@@ -302,11 +306,8 @@ impl Sharded {
             // scripts count subscribers on the master only), which makes it
             // refresh its map before the subscription goes out.
             let probe = redis::cmd("EXISTS").arg(&channel).to_owned();
-            let _ = tokio::time::timeout(
-                CONFIRM_WITHIN,
-                probe.query_async::<i64>(&mut self.conn),
-            )
-            .await;
+            let _ = tokio::time::timeout(CONFIRM_WITHIN, probe.query_async::<i64>(&mut self.conn))
+                .await;
             self.subscribe(channel).await;
         }
     }
