@@ -165,29 +165,77 @@ fn hide_url_password(text: &str) -> String {
     )
 }
 
-/// The program's file name; for an interpreter (`python3`, `node`), also
-/// its script or module: `python3 worker.py`, `python3 -m celery`.
+/// The program's file name; for an interpreter (`python3`, `node`, `bash`),
+/// also its module or script file: `python3 worker.py`, `python3 -m celery`,
+/// `bash backup.sh`. Never code from the command line: an interpreter given
+/// code (`-c`, `-e`, `-p`, `--eval`, `--print`, `-r`, or such a letter in a
+/// cluster of short flags like `-pe`) is named by the program and that flag
+/// alone, and an argument counts as the script only when it names a file
+/// (code that a flag of some interpreter not listed here brings is never a
+/// file name of this process).
 fn process_name(args: &[String]) -> String {
     let base = |a: &str| a.rsplit('/').next().unwrap_or(a).to_owned();
     let Some(program) = args.first().map(|a| base(a)) else {
         return String::new();
     };
-    let interpreted = ["python", "node", "ruby", "perl", "php", "deno", "bun"]
-        .iter()
-        .any(|i| program.starts_with(i));
-    if !interpreted {
+    if !is_interpreter(&program) {
         return program;
     }
     let mut rest = args[1..].iter();
     while let Some(a) = rest.next() {
         match a.as_str() {
             "-m" => return format!("{program} -m {}", rest.next().map_or("", |m| m.as_str())),
-            "-c" | "-e" | "--eval" => return format!("{program} {a}"),
+            "--" => continue,
+            flag if brings_code(flag) => return format!("{program} {}", flag_name(flag)),
             flag if flag.starts_with('-') => continue,
-            script => return format!("{program} {}", base(script)),
+            script if std::path::Path::new(script).is_file() => {
+                return format!("{program} {}", base(script))
+            }
+            _ => continue,
         }
     }
     program
+}
+
+/// Interpreters whose first file argument is the script they run.
+fn is_interpreter(program: &str) -> bool {
+    const INTERPRETERS: [&str; 15] = [
+        "python", "node", "nodejs", "ruby", "perl", "php", "deno", "bun", "sh", "bash", "dash",
+        "zsh", "ksh", "fish", "lua",
+    ];
+    // `python3.11`, `node20`: a version after the name.
+    let name = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    INTERPRETERS.contains(&name)
+}
+
+/// Whether a flag brings code from the command line: `--eval`, `--print`,
+/// `--command`, or a short flag (or cluster of them, `-pe`, `-xc`) with one
+/// of the letters that mean code in some interpreter: `c` (python, sh),
+/// `e`/`E` (node, perl, ruby), `p` (node --print), `r` (php).
+fn brings_code(flag: &str) -> bool {
+    if let Some(long) = flag.strip_prefix("--") {
+        let long = long.split('=').next().unwrap_or(long);
+        return matches!(long, "eval" | "print" | "command" | "exec");
+    }
+    match flag.strip_prefix('-') {
+        Some(short) if !short.is_empty() => short
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic())
+            .any(|c| matches!(c, 'c' | 'e' | 'E' | 'p' | 'r')),
+        _ => false,
+    }
+}
+
+/// A flag as shown: never what follows the letter that brings code, which
+/// may be the code itself (`--eval=CODE`, `-eCODE`; `-pe` shows as `-p`).
+fn flag_name(flag: &str) -> &str {
+    if flag.starts_with("--") {
+        return flag.split('=').next().unwrap_or(flag);
+    }
+    let code_at = flag[1..]
+        .find(|c: char| matches!(c, 'c' | 'e' | 'E' | 'p' | 'r'))
+        .map_or(flag.len(), |i| i + 2);
+    &flag[..code_at]
 }
 
 fn cut(mut text: String, max: usize) -> String {
@@ -218,6 +266,14 @@ mod tests {
 
     #[test]
     fn a_process_is_named_by_its_program_and_script_never_its_arguments() {
+        let dir = std::env::temp_dir().join(format!("rlock-registration-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, "").unwrap();
+            path.to_str().unwrap().to_owned()
+        };
+        let (worker, server, backup) = (file("worker.py"), file("server.js"), file("backup.sh"));
         let name =
             |args: &[&str]| process_name(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
         assert_eq!(
@@ -225,13 +281,7 @@ mod tests {
             "rlock"
         );
         assert_eq!(
-            name(&[
-                "/usr/bin/python3",
-                "-u",
-                "/srv/app/worker.py",
-                "--token",
-                "t"
-            ]),
+            name(&["/usr/bin/python3", "-u", &worker, "--token", "t"]),
             "python3 worker.py"
         );
         assert_eq!(
@@ -239,18 +289,46 @@ mod tests {
             "python3.11 -m celery"
         );
         assert_eq!(
-            name(&["node", "--inspect", "server.js", "secret"]),
+            name(&["node", "--inspect", &server, "secret"]),
             "node server.js"
         );
-        assert_eq!(
-            name(&[
-                "python",
-                "-c",
-                "import rlock; rlock.Client('redis://:pw@h')"
-            ]),
-            "python -c"
-        );
+        assert_eq!(name(&["bash", "-x", &backup, "s3cret"]), "bash backup.sh");
+        assert_eq!(name(&["/bin/sh", &backup]), "sh backup.sh");
         assert_eq!(name(&[]), "");
+        assert_eq!(name(&["node", "does-not-exist.js"]), "node");
+    }
+
+    #[test]
+    fn code_from_the_command_line_is_never_kept_only_the_flag_that_brought_it() {
+        let name =
+            |args: &[&str]| process_name(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        let code = "token='s3cret'";
+        for (args, expected) in [
+            (vec!["python", "-c", code], "python -c"),
+            (vec!["python3", "-uc", code], "python3 -uc"),
+            (vec!["python3", "-W", "ignore", "-c", code], "python3 -c"),
+            (vec!["node", "-e", code], "node -e"),
+            (vec!["node", "-p", code], "node -p"),
+            (vec!["node", "-pe", code], "node -p"),
+            (vec!["node", "--eval", code], "node --eval"),
+            (vec!["node", "--print", code], "node --print"),
+            (vec!["node", &format!("--eval={code}")], "node --eval"),
+            (vec!["sh", "-c", code], "sh -c"),
+            (vec!["bash", "-xc", code], "bash -xc"),
+            (vec!["/bin/bash", "--", "-c", code], "bash -c"),
+            (vec!["perl", "-le", code], "perl -le"),
+            (vec!["perl", &format!("-e{code}")], "perl -e"),
+            (vec!["ruby", "-e", code], "ruby -e"),
+            (vec!["php", "-r", code], "php -r"),
+            (vec!["deno", "eval", code], "deno"),
+            (vec!["bun", "-e", code], "bun -e"),
+            // An interpreter's flag not listed: its code is no file.
+            (vec!["lua", "-l", code], "lua"),
+        ] {
+            let got = name(&args);
+            assert_eq!(got, expected, "{args:?}");
+            assert!(!got.contains("s3cret"), "{got}");
+        }
     }
 
     #[test]
