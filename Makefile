@@ -18,6 +18,15 @@ test-rust:
 	scripts/ensure-redis
 	cargo test --workspace
 
+.PHONY: test-busy
+## Every suite of `make test` but the docs and the artefacts, with each core kept busy by a CPU-bound
+## loop the whole time (scripts/busy): what a newcomer's machine that is building something else does
+## to the tests. Not part of `test`; a suite that passes only on an idle machine fails here.
+test-busy: python-package node-package rust-programs
+	scripts/ensure-redis
+	cargo build --workspace --tests
+	scripts/busy $(MAKE) --no-print-directory test-rust test-python test-node test-interop test-faults test-netfaults test-soak
+
 .PHONY: test-python
 ## The Python package: built into .venv (made if missing), then its pytest suite.
 test-python: python-package
