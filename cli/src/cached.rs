@@ -160,8 +160,15 @@ pub async fn run(args: CachedArgs) -> u8 {
     // A signal while waiting for another caller's rebuild ends the wait;
     // a rebuild lock this caller had taken is given back by the core.
     let read = tokio::select! {
-        read = cache.read() => read,
-        sig = signals.next() => return 128 + sig as u8,
+        read = cache.read() => Ok(read),
+        sig = signals.next() => Err(sig),
+    };
+    let read = match read {
+        Ok(read) => read,
+        Err(sig) => {
+            command::settle(&client).await;
+            return 128 + sig as u8;
+        }
     };
     match read {
         Ok(Read::Hit(entry)) => print(entry.value.as_deref(), nothing_found).await,

@@ -55,6 +55,17 @@ pub fn exit_code(status: ExitStatus) -> u8 {
         .unwrap_or(exit::LOST)
 }
 
+/// How long rlock, stopped by a signal while it waited, lets the clean-up of
+/// that wait reach Redis before it exits (Redis may not answer at all).
+const SETTLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A signal ended a wait: its place in line (or a grant it was handed) is
+/// left in the background; rlock exits once that is done, not before, so it
+/// leaves no waiter behind that nobody is.
+pub async fn settle(client: &rlock_core::Client) {
+    let _ = tokio::time::timeout(SETTLE_WITHIN, client.settled()).await;
+}
+
 /// The signals rlock forwards to the command.
 pub struct Signals {
     int: tokio::signal::unix::Signal,

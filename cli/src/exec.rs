@@ -206,10 +206,17 @@ pub async fn run(args: ExecArgs) -> u8 {
         Err(e) => return fail(&e),
     };
     // A signal while waiting ends the wait; dropping the acquire never leaves
-    // a lock behind.
+    // a lock behind, and its place in line is left before rlock exits.
     let held = tokio::select! {
-        held = lock.acquire(wait) => held,
-        sig = signals.next() => return 128 + sig as u8,
+        held = lock.acquire(wait) => Ok(held),
+        sig = signals.next() => Err(sig),
+    };
+    let held = match held {
+        Ok(held) => held,
+        Err(sig) => {
+            command::settle(&client).await;
+            return 128 + sig as u8;
+        }
     };
     let held = match held {
         Ok(h) => h,

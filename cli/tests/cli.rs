@@ -860,6 +860,8 @@ fn bad_invocations(unreachable: &str) -> Vec<Vec<OsString>> {
                 "=-inf",
                 "1e400",
                 "1e-9",
+                "0.001",
+                "0.0099",
                 "",
                 "abc",
                 "0x10",
@@ -987,6 +989,7 @@ fn bad_cached_invocations() -> Vec<(Vec<&'static str>, &'static str)> {
     let mut rows = vec![
         (with(&["--ttl", "0"]), "--ttl"),
         (with(&["--ttl", "-1"]), "--ttl"),
+        (with(&["--ttl", "0.005"]), "--ttl"),
         (with(&["--ttl", "nan"]), "--ttl"),
         (with(&[]), "--ttl"),
         (with(&["--ttl", "5", "--jitter", "1.5"]), "--jitter"),
@@ -1374,4 +1377,33 @@ async fn the_command_is_stopped_when_rlock_itself_is_killed() {
         .await,
         "the command ran on after rlock died"
     );
+}
+
+#[tokio::test]
+async fn a_waiter_stopped_by_a_signal_leaves_the_line_before_it_exits() {
+    let redis = RedisServer::start();
+    let _holder = held_elsewhere(&redis, "held").await;
+    for (signal, code) in [
+        (nix::sys::signal::Signal::SIGTERM, 143),
+        (nix::sys::signal::Signal::SIGINT, 130),
+    ] {
+        let child = rlock(&redis)
+            .args(["exec", "--fair", "held", "--", "true"])
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let in_line = eventually(Duration::from_secs(10), || {
+            redis.conn().llen::<_, usize>("rlock:{held}:queue").unwrap() == 1
+        })
+        .await;
+        assert!(in_line, "the waiting rlock never stood in line");
+        let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, signal).unwrap();
+        let out = finished(child).await;
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+        // Gone from the line by the time it exited: inspection shows no
+        // waiter that nobody is.
+        let line: usize = redis.conn().llen("rlock:{held}:queue").unwrap();
+        assert_eq!(line, 0, "a waiter left in line after {signal}");
+    }
 }

@@ -312,6 +312,16 @@ impl Client {
         }))
     }
 
+    /// Resolves once every clean-up this client runs in the background for
+    /// an abandoned wait is done: leaving a line, passing on a grant handed
+    /// to it, giving back what an attempt still in flight acquired, ending a
+    /// cache rebuild whose caller left. A process that stops waiting and
+    /// exits at once (`rlock exec` on a signal) awaits this first, bounded
+    /// (Redis may not answer), so that it leaves no place in line behind.
+    pub async fn settled(&self) {
+        self.context.waiters.settled().await
+    }
+
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
         self.context.deployment.current().is_err()

@@ -48,7 +48,8 @@ pub use keys::{CacheKeys, Family, Keys};
 pub use kind::{Kind, MAX_PERMITS};
 pub use lock::{Acquired, Lock};
 pub use options::{
-    closest_option, LockArgs, LockOptions, Unit, Wait, DEFAULT_TTL, LONG_TTL, QUEUE_AFTER,
+    closest_option, LockArgs, LockOptions, Unit, Wait, DEFAULT_TTL, LONG_TTL, MIN_LEASE,
+    QUEUE_AFTER,
 };
 pub use registration::REGISTRATION_LEASE;
 pub use rwlock::RwLock;

@@ -360,8 +360,24 @@ impl Unit {
     }
 }
 
-/// A lease (ttl): finite, above zero, at most a year, at least one millisecond
-/// once rounded (Redis leases are whole milliseconds).
+/// The shortest lease accepted. A holder counts its lease as over 2 ms + 1 %
+/// early (the drift allowance, see `Deployment::drift`), and the reply that
+/// grants it must come within what is left: a shorter lease could never be
+/// counted as held (an acquisition would retry for ever on a free lock).
+pub const MIN_LEASE: Duration = Duration::from_millis(10);
+
+fn too_short(option: Opt, given: impl std::fmt::Display) -> Error {
+    Error::invalid_option(
+        option,
+        format!(
+            "must be at least {} ms, got {given}: a holder counts its lease as over 2 ms + 1 % early, and a round trip to Redis must fit in what is left",
+            MIN_LEASE.as_millis()
+        ),
+    )
+}
+
+/// A lease (ttl): finite, above zero, at most a year, at least
+/// [`MIN_LEASE`].
 pub fn lease(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
     if !value.is_finite() || value <= 0.0 {
         return Err(Error::invalid_option(
@@ -370,11 +386,12 @@ pub fn lease(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
         ));
     }
     let d = bounded(value, unit).map_err(|problem| Error::invalid_option(option, problem))?;
-    if d < Duration::from_millis(1) {
-        return Err(Error::invalid_option(
-            option,
-            format!("must be at least 1 millisecond, got {value}"),
-        ));
+    if d < MIN_LEASE {
+        let given = match unit {
+            Unit::Seconds => format!("{value} s"),
+            Unit::Millis => format!("{value} ms"),
+        };
+        return Err(too_short(option, given));
     }
     Ok(d)
 }
@@ -417,10 +434,13 @@ fn bounded(value: f64, unit: Unit) -> std::result::Result<Duration, String> {
 
 /// A duration given directly in Rust: the same rules as [`lease`].
 pub(crate) fn lease_duration(option: Opt, d: Duration) -> Result<Duration> {
-    if d < Duration::from_millis(1) || d > MAX_DURATION {
+    if d < MIN_LEASE {
+        return Err(too_short(option, format!("{d:?}")));
+    }
+    if d > MAX_DURATION {
         return Err(Error::invalid_option(
             option,
-            format!("must be between 1 ms and one year, got {d:?}"),
+            format!("must be at most one year, got {d:?}"),
         ));
     }
     Ok(d)

@@ -233,7 +233,7 @@ fn flag_name(flag: &str) -> &str {
         return flag.split('=').next().unwrap_or(flag);
     }
     let code_at = flag[1..]
-        .find(|c: char| matches!(c, 'c' | 'e' | 'E' | 'p' | 'r'))
+        .find(['c', 'e', 'E', 'p', 'r'])
         .map_or(flag.len(), |i| i + 2);
     &flag[..code_at]
 }

@@ -532,3 +532,45 @@ async fn waiters_send_no_command_while_the_rebuild_runs() {
         assert_eq!(v.unwrap(), Some(b"done".to_vec()));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_short_lived_entry_slow_to_load_is_loaded_about_once_per_ttl() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let loads = Arc::new(AtomicU32::new(0));
+    // 32 readers every 10 ms of an entry fresh for 1 s whose load takes
+    // 300 ms, with the default early refresh: XFetch's own window (300 ms x
+    // ln(reads per load), about 2 s here) is longer than the ttl.
+    let options = CacheOptions::new(Duration::from_secs(1)).jitter(0.0);
+    let began = std::time::Instant::now();
+    let run_for = Duration::from_secs(4);
+    let readers: Vec<_> = (0..32)
+        .map(|_| {
+            let (client, loads, options) = (client.clone(), loads.clone(), options.clone());
+            tokio::spawn(async move {
+                while began.elapsed() < run_for {
+                    let loads = loads.clone();
+                    client
+                        .cached("hot", options.clone(), move || async move {
+                            loads.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(300)).await;
+                            Ok::<_, String>(Some(b"v".to_vec()))
+                        })
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.await.unwrap();
+    }
+    // One load per ttl, plus the one that ran as the readers stopped (a
+    // load's 300 ms and the early window's quarter of the ttl shorten the
+    // cycle to 1.05 s at the least).
+    let elapsed = began.elapsed().as_secs_f64();
+    let loads = loads.load(Ordering::SeqCst);
+    let most = (elapsed / 1.05).ceil() as u32 + 1;
+    assert!(loads <= most, "{loads} loads in {elapsed:.1} s");
+}

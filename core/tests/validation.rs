@@ -32,7 +32,16 @@ async fn every_bad_argument_is_refused_before_any_io() {
     assert!(!is_invalid(client.lock(&"x".repeat(64 * 1024))));
     let seconds = LockArgs::new(Unit::Seconds);
     let millis = LockArgs::new(Unit::Millis);
-    for ttl in [0.0, -1.0, f64::NAN, f64::INFINITY, 400.0 * 24.0 * 3600.0] {
+    // 1 and 9 ms: below the shortest lease that can be counted as held.
+    for ttl in [
+        0.0,
+        -1.0,
+        f64::NAN,
+        f64::INFINITY,
+        400.0 * 24.0 * 3600.0,
+        0.001,
+        0.009,
+    ] {
         assert_eq!(
             refused(LockArgs {
                 ttl: Some(ttl),
@@ -209,4 +218,36 @@ async fn a_database_number_in_the_url_is_used() {
         .query(&mut c)
         .unwrap();
     assert_eq!(n, 1);
+}
+
+#[tokio::test]
+async fn a_lease_too_short_to_hold_is_refused_with_the_least_usable_value() {
+    let redis = RedisServer::start();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let mut monitor = redis.monitor();
+    let too_short = client.lock_with("tiny", LockOptions::default().ttl(Duration::from_millis(1)));
+    let message = too_short.unwrap_err().to_string();
+    assert!(message.contains("at least 10 ms"), "{message}");
+    let seconds = LockArgs {
+        ttl: Some(0.005),
+        ..LockArgs::new(Unit::Seconds)
+    };
+    let message = seconds.check().unwrap_err().to_string();
+    assert!(
+        message.contains("at least 10 ms") && message.contains("0.005 s"),
+        "{message}"
+    );
+    assert!(monitor.mark().is_empty(), "sent before refusing");
+    // The shortest accepted lease takes a free lock (a reply later than its
+    // 7.9 ms only makes it try again).
+    let shortest = client
+        .lock_with(
+            "tiny",
+            LockOptions::default().ttl(Duration::from_millis(10)),
+        )
+        .unwrap();
+    shortest
+        .acquire(Wait::For(Duration::from_secs(10)))
+        .await
+        .unwrap();
 }

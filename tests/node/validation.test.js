@@ -18,7 +18,8 @@ const YEAR_MS = 365 * 24 * 3600 * 1000
 const NOT_NUMBERS = [['1000', TypeError], [true, TypeError], [10n, TypeError], [{}, TypeError], [[1], TypeError]]
 const NON_FINITE = [[NaN, RangeError], [Infinity, RangeError], [-Infinity, RangeError]]
 const HUGE = [[1e300, RangeError], [2 ** 64, RangeError], [Number.MAX_SAFE_INTEGER + 2, RangeError], [YEAR_MS * 1.1, RangeError]]
-const LEASES = [[0, RangeError], [-0, RangeError], [-1, RangeError], [0.5, RangeError], ...NON_FINITE, ...HUGE, ...NOT_NUMBERS, [null, TypeError]]
+// 1 and 9.9 ms: below the shortest usable lease (10 ms), which could never be counted as held.
+const LEASES = [[0, RangeError], [-0, RangeError], [-1, RangeError], [0.5, RangeError], [1, RangeError], [9.9, RangeError], ...NON_FINITE, ...HUGE, ...NOT_NUMBERS, [null, TypeError]]
 const WAITS = [[-1, RangeError], [-0.001, RangeError], ...NON_FINITE, ...HUGE, ...NOT_NUMBERS]
 const NOT_BOOLS = [['yes', TypeError], [0, TypeError], [1, TypeError], [{}, TypeError]]
 const NOT_OBJECTS = [[5, TypeError], ['x', TypeError], [true, TypeError], [() => ({}), TypeError]]

@@ -40,7 +40,8 @@ Row = Tuple[str, Callable[[rlock.Client, rlock.AsyncClient], Any], Type[Exceptio
 NOT_NUMBERS: Bad = [("10", TypeError), (b"1", TypeError), ([1], TypeError), (1j, TypeError), (object(), TypeError)]
 NON_FINITE: Bad = [(math.nan, ValueError), (math.inf, ValueError), (-math.inf, ValueError)]
 HUGE: Bad = [(1e300, ValueError), (2.0**64, ValueError), (400 * 86400, ValueError), (10**400, ValueError), (-(10**400), ValueError)]
-LEASES: Bad = [(0, ValueError), (-1, ValueError), (1e-9, ValueError)] + NON_FINITE + HUGE + NOT_NUMBERS
+# Below the shortest usable lease (10 ms), which could never be counted as held.
+LEASES: Bad = [(0, ValueError), (-1, ValueError), (1e-9, ValueError), (0.001, ValueError), (0.0099, ValueError)] + NON_FINITE + HUGE + NOT_NUMBERS
 WAITS: Bad = [(-0.5, ValueError), (-1e-9, ValueError)] + NON_FINITE + HUGE + NOT_NUMBERS
 NOT_BOOLS: Bad = [("yes", TypeError), (1, TypeError), (0.0, TypeError)]
 OPTIONS = (

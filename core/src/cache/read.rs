@@ -19,7 +19,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::{Cache, Entry, OnError, Read, Rebuild};
+use super::{Cache, CacheOptions, Entry, OnError, Read, Rebuild};
 use crate::error::{Error, Result};
 use crate::kind::Kind;
 use crate::lock::Lock;
@@ -125,7 +125,7 @@ async fn use_entry(cache: &Cache, stored: &StoredEntry, look: &EntryRead) -> Res
         fence: stored.fence,
     };
     // Stale (within this caller's window): refreshed by whoever looks first.
-    let refresh = stored.fresh_ms <= 0 || refresh_early(stored, cache.options.early);
+    let refresh = stored.fresh_ms <= 0 || refresh_early(stored, &cache.options);
     if refresh && look.rebuild.is_none() {
         if let Some(rb) = take_lock(cache).await? {
             return Ok(Some(refresh_or_newer(cache, rb, stored, entry).await?));
@@ -137,14 +137,26 @@ async fn use_entry(cache: &Cache, stored: &StoredEntry, look: &EntryRead) -> Res
 /// XFetch (Vattani, Chierichetti, Lowenstein, VLDB 2015): refresh now with
 /// a probability that rises as expiry nears, faster for entries slow to
 /// rebuild, so one caller refreshes a hot entry before anyone misses it.
-fn refresh_early(e: &StoredEntry, beta: f64) -> bool {
+/// Only within the last [`EARLY_WINDOW`] of the entry's ttl: XFetch's window
+/// (`took × early × ln(reads per took)`) outgrows a short ttl under many
+/// readers, and then every read right after a rebuild started the next one.
+fn refresh_early(e: &StoredEntry, options: &CacheOptions) -> bool {
+    let beta = options.early;
     if beta <= 0.0 || e.took_ms == 0 {
+        return false;
+    }
+    let window_ms = options.ttl.as_secs_f64() * 1000.0 * EARLY_WINDOW;
+    if e.fresh_ms as f64 > window_ms {
         return false;
     }
     // 1 - [0, 1) is (0, 1]: its logarithm is finite.
     let u: f64 = 1.0 - rand::rng().random::<f64>();
     e.took_ms as f64 * beta * -u.ln() >= e.fresh_ms as f64
 }
+
+/// The share of an entry's ttl at its end within which a read may refresh
+/// it early: at most one early load per ttl and a quarter.
+const EARLY_WINDOW: f64 = 0.25;
 
 /// After `missed` failed attempts in a row: none after the first (another
 /// caller's rebuild is then in the next look), then 1, 2, 4 ... up to 50 ms

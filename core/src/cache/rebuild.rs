@@ -221,8 +221,14 @@ impl Drop for Rebuild {
         // them rebuilds rather than sleeping out the lease.
         let keys = self.keys.clone();
         let (fence, kept) = (self.fence, self.failure_kept());
-        let runtime = lock.client().context.runtime().clone();
-        runtime.spawn(async move { end(&lock, &keys, fence, "", kept).await });
+        let context = &lock.client().context;
+        let runtime = context.runtime().clone();
+        // A clean-up of that owner's, which `Client::settled` waits for.
+        let cleanup = context.waiters.cleanup(&lock.keys().lock, lock.owner());
+        runtime.spawn(async move {
+            end(&lock, &keys, fence, "", kept).await;
+            drop(cleanup);
+        });
     }
 }
 

@@ -341,6 +341,23 @@ impl Waiters {
         }
     }
 
+    /// Returns once no clean-up of an abandoned wait is running, whoever's.
+    pub(crate) async fn settled(&self) {
+        loop {
+            let running: Vec<watch::Receiver<usize>> = {
+                let cleanups = self.cleanups.lock().unwrap();
+                cleanups.running.values().map(|r| r.subscribe()).collect()
+            };
+            if running.is_empty() {
+                return;
+            }
+            for mut r in running {
+                // Closed: that one ended and took its entry away.
+                let _ = r.wait_for(|n| *n == 0).await;
+            }
+        }
+    }
+
     /// `owner` left the line of lock `key`, and Redis did not confirm it.
     pub(crate) fn left_unconfirmed(&self, key: &str, owner: &str) {
         let mut cleanups = self.cleanups.lock().unwrap();
