@@ -34,8 +34,9 @@
 --         to the lock since; absent or '0': the holder's own
 -- ARGV[9] '1': a Redlock attempt that fell short gives back its grant; a
 --         lock it frees is announced as 'given back <client id>' (the owner
---         id up to its first ':'), which that client's own waiters ignore:
---         nothing changed for them. Absent or '0': announced as 'released'.
+--         id up to its first ':'), on which waiters try again only after a
+--         pause: the holder's majority is most often as it was. Absent or
+--         '0': announced as 'released'.
 -- returns the re-entry count left (0: the lock was handed over or freed, by
 --           this request or, when it is sent again, by its first send),
 --         -1 when the lock is gone (its lease ended),

@@ -83,7 +83,6 @@ impl Context {
         let id = uuid::Uuid::new_v4().to_string();
         let key = crate::keys::client_key(&prefix, &id);
         let registration = Arc::new(Registration::new(key, id.clone(), face, &deployment));
-        let waiters = Waiters::new(tokio::runtime::Handle::current(), &id);
         Arc::new(Context {
             prefix,
             id,
@@ -93,7 +92,7 @@ impl Context {
             runtime: tokio::runtime::Handle::current(),
             holdings: Arc::new(Holdings::new(telemetry.clone())),
             telemetry,
-            waiters,
+            waiters: Waiters::new(tokio::runtime::Handle::current()),
             turns: Turns::default(),
             feeds_started: Once::new(),
             next_handle: AtomicU64::new(1),

@@ -397,3 +397,43 @@ async fn a_waiter_hears_the_release_after_its_master_failed_over_to_a_replica() 
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_release_right_after_a_slot_move_reaches_a_waiter_in_line() {
+    let cluster = RedisCluster::start(3, 0);
+    let holder_client = client(&cluster).await;
+    let waiter_client = client(&cluster).await;
+    let options = LockOptions::default()
+        .ttl(Duration::from_secs(30))
+        .fair(true);
+    let holder = holder_client.lock_with("moved", options.clone()).unwrap();
+    let waiter = waiter_client.lock_with("moved", options).unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(25))).await })
+    };
+    let (lock_key, line_key) = (waiter.keys().lock.clone(), waiter.keys().queue.clone());
+    let in_line = eventually(Duration::from_secs(10), || {
+        let node = &cluster.nodes[cluster.master_of(&lock_key)];
+        redis::cmd("LLEN")
+            .arg(&line_key)
+            .query::<i64>(&mut node.conn())
+            .unwrap_or(0)
+            == 1
+    })
+    .await;
+    assert!(in_line, "the waiter never stood in line");
+    let from = cluster.master_of(&lock_key);
+    cluster.migrate_slot(&lock_key, (from + 1) % 3);
+    // At once: the waiter's subscription may not stand on the new master
+    // yet, so the release may find its place in line dead.
+    let released = std::time::Instant::now();
+    holder.release().await.unwrap();
+    finished(waiting, Duration::from_secs(25)).await.unwrap();
+    assert!(
+        released.elapsed() < Duration::from_secs(3),
+        "the waiter got the lock {:?} after the release",
+        released.elapsed()
+    );
+}

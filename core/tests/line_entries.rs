@@ -229,3 +229,55 @@ async fn a_free_lock_is_handed_to_the_head_of_its_line_whose_client_passes_it_on
         .await
         .unwrap();
 }
+
+/// Two waits of one owner (a handle used twice at once, as the
+/// Node face allows): the second passes the clean-up gate (`waits_again`,
+/// `cleaned_up`) before it takes the owner's turn, so what the first leaves
+/// behind when it gives up (its failed dequeue, tried again 50 ms later in
+/// the background; or its name in `Cleanups.left`, which another owner's
+/// attempt then carries) acts on the second's fresh entry. The second
+/// stands in line with no entry: a release frees the lock with a
+/// `released` message it does not listen to, and it sleeps until the
+/// holder's lease as seen at its last attempt.
+#[tokio::test]
+async fn a_second_wait_of_one_owner_keeps_its_place_when_the_first_leaves_unconfirmed() {
+    let (server, proxy, waiting) = behind_proxy().await;
+    let holding = Client::connect(&server.url()).await.unwrap();
+    let holder = holding.lock("queue").unwrap();
+    holder.acquire(Wait::Once).await.unwrap();
+    let first = waiting
+        .lock_as("queue", fair(Duration::from_secs(5)), "t")
+        .unwrap();
+    let second = waiting
+        .lock_as("queue", fair(Duration::from_secs(5)), "t")
+        .unwrap();
+    assert_eq!(first.owner(), second.owner());
+    // The first wait's leaving is lost on both sends (a wire reset); the
+    // retry in the background, 50 ms later, gets through.
+    proxy.cut_on(
+        &sha(include_str!("../../lua/dequeue.lua")),
+        Cut::BeforeForward,
+        2,
+    );
+    let first_wait = {
+        let first = first.clone();
+        tokio::spawn(async move { first.acquire(Wait::For(Duration::from_millis(800))).await })
+    };
+    assert!(eventually(Duration::from_secs(5), || line(&server, "queue").len() == 1).await);
+    let second_wait = {
+        let second = second.clone();
+        tokio::spawn(async move { second.acquire(Wait::For(Duration::from_secs(15))).await })
+    };
+    let gave_up = finished(first_wait, Duration::from_secs(5)).await;
+    assert!(matches!(gave_up, Err(Error::Timeout { .. })), "{gave_up:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let entries = line(&server, "queue");
+    holder.release().await.unwrap();
+    let released = Instant::now();
+    let got = finished(second_wait, Duration::from_secs(20)).await;
+    assert!(
+        got.is_ok() && released.elapsed() < Duration::from_secs(3),
+        "{got:?} after {:?} with the lock free (its line entries then: {entries:?})",
+        released.elapsed()
+    );
+}

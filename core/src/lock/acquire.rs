@@ -22,23 +22,12 @@ use crate::wakeups::registry::{sleep_bound, Handoff, Ticket};
 
 /// Acquires `lock`, waiting as `wait` allows (see [`Lock::acquire`]).
 pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
-    // What an abandoned wait of this owner left to finish (leaving the
-    // line, passing on a grant) must not act on this acquisition.
     let context = lock.context();
     if lock.upgrades() {
         return Err(Error::Upgrade {
             name: lock.name.to_string(),
         });
     }
-    if !wait.is_once() {
-        // An entry of this owner's that an earlier wait left in line (its
-        // leaving unconfirmed) is its place again, never taken out under it.
-        context.waiters.waits_again(&lock.keys.lock, &lock.owner);
-    }
-    context
-        .waiters
-        .cleaned_up(&lock.keys.lock, &lock.owner)
-        .await;
     let start = Instant::now();
     let deadline = wait.deadline(start);
     // Another wait of this owner (a clone, a handle used twice at once)
@@ -53,6 +42,24 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
                 .map_err(|_| lock.timeout(None))?,
         ),
     };
+    // What an abandoned wait of this owner left to finish (leaving the
+    // line, passing on a grant) must not act on this acquisition; a wait
+    // also takes back its place left in line (see `waits_again`), under its
+    // turn, so nothing a wait before it left acts on its own place.
+    if wait.is_once() {
+        context
+            .waiters
+            .cleaned_up(&lock.keys.lock, &lock.owner)
+            .await;
+    } else {
+        let settled = context.waiters.waits_again(&lock.keys.lock, &lock.owner);
+        match deadline {
+            None => settled.await,
+            Some(d) => tokio::time::timeout_at(d, settled)
+                .await
+                .map_err(|_| lock.timeout(None))?,
+        }
+    }
     let mut waiter = Waiter::new(lock, wait, start, deadline);
     waiter.join_line_if_listening().await;
     let metrics = &context.telemetry.metrics;

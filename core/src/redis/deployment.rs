@@ -308,8 +308,9 @@ impl Deployment {
             // (A failed re-entry keeps the holding it re-entered.) Each
             // master that answered gets back the very grant it made, so a
             // give-back that arrives late never undoes a later attempt's.
-            // Announced as a give-back, which this client's own waiters
-            // ignore: it undid only what this attempt did.
+            // Announced as a give-back, which wakes waiters only after a
+            // pause (see `Waiters::given_back`): it undid only what this
+            // attempt did.
             let mut given = vec![ReleaseOf::GIVEN_BACK; n];
             for (i, r) in &outcomes {
                 if let Ok(AcquireReply::Held { fence, count }) = r {

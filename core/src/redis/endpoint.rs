@@ -59,7 +59,8 @@ pub(crate) struct ReleaseOf {
     /// An operator's forced release, sent as the holder (a mutex's only).
     pub forced: bool,
     /// A Redlock attempt that fell short gives back what it got: a lock it
-    /// frees is announced as given back by this client (see `release.lua`).
+    /// frees is announced as a give-back (see `release.lua`), which wakes
+    /// waiters only after a pause.
     pub given_back: bool,
 }
 

@@ -166,8 +166,7 @@ async fn run_plain(
 /// the command returned: redis-rs takes an `sunsubscribe` the node sends on
 /// its own for the reply of the request then in flight (an SSUBSCRIBE sent
 /// to the node that just lost the slot then "succeeds" unheard). One whose
-/// push does not come within `CONFIRM_WITHIN` is sent again, and each
-/// command is bounded in time, so a reply that never comes stalls nothing.
+/// push does not come within `CONFIRM_WITHIN` is sent again.
 async fn run_sharded(
     cluster: std::sync::Arc<redis::cluster::ClusterClient>,
     waiters: Weak<Waiters>,
@@ -213,86 +212,124 @@ async fn run_sharded(
                 match push.kind {
                     PushKind::SMessage | PushKind::Message => w.deliver(&channel, payload),
                     PushKind::SSubscribe => feed.confirmed(&w, channel),
-                    PushKind::SUnsubscribe => feed.dropped(&w, channel).await,
+                    PushKind::SUnsubscribe => feed.dropped(&w, channel),
                     _ => {}
                 }
             }
             _ = tick.tick(), if waiting => {
                 let Some(w) = waiters.upgrade() else { return };
-                feed.unconfirmed(&w).await;
+                feed.unconfirmed(&w);
             }
             channel = requests.recv() => {
                 let Some(channel) = channel else { return };
                 let Some(w) = waiters.upgrade() else { return };
-                feed.requested(&w, channel).await;
+                feed.requested(&w, channel);
             }
         }
     }
 }
 
 /// How long a sharded subscription may go without its confirming push
-/// before it is sent again.
+/// before it is sent again; also the bound of each command a feed sends.
 const CONFIRM_WITHIN: Duration = Duration::from_secs(1);
 
-/// The subscriptions of a sharded feed.
+/// The subscriptions of a sharded feed. Commands go out in tasks of their
+/// own, never awaited by the feed's loop: a node that does not answer holds
+/// up no other channel's messages, and what each did is known from the
+/// pushes that confirm it (a subscription that went out of order with an
+/// unsubscribe is undone when its push comes for a channel nobody wants).
 struct Sharded {
     conn: redis::cluster_async::ClusterConnection,
     /// Confirmed by their `ssubscribe` push.
     subscribed: HashSet<String>,
-    /// Sent, not confirmed yet: when.
-    pending: HashMap<String, tokio::time::Instant>,
+    /// Sent, not confirmed yet: when, and whether after its node dropped it
+    /// (its waiters try again once it is confirmed too).
+    pending: HashMap<String, (tokio::time::Instant, bool)>,
 }
 
 impl Sharded {
     /// A waiter joined or left `channel` (see `Waiters::tell_feeds`).
-    async fn requested(&mut self, w: &Waiters, channel: String) {
+    fn requested(&mut self, w: &Waiters, channel: String) {
         let wanted = w.has_waiters(&channel);
         if wanted && self.subscribed.contains(&channel) {
             // Re-joined before its unsubscribe was processed: it never
             // stopped being subscribed.
             w.confirm(&channel, true);
         } else if wanted && !self.pending.contains_key(&channel) {
-            self.subscribe(channel).await;
+            self.subscribe(channel, false);
         } else if !wanted
             && (self.subscribed.remove(&channel) | self.pending.remove(&channel).is_some())
         {
-            let unsubscribe = self.conn.sunsubscribe(&channel);
-            let _ = tokio::time::timeout(CONFIRM_WITHIN, unsubscribe).await;
+            self.unsubscribe(channel);
         }
     }
 
-    async fn subscribe(&mut self, channel: String) {
-        let sent = tokio::time::Instant::now();
-        match tokio::time::timeout(CONFIRM_WITHIN, self.conn.ssubscribe(&channel)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::debug!(target: "rlock", error = %e, channel, "SSUBSCRIBE failed; trying again")
+    /// Sends SSUBSCRIBE. After a node dropped the channel, a read of a key
+    /// of its slot goes first: redis-rs routes by the slot map it had, and
+    /// that read answers MOVED from a node that no longer serves the slot (a
+    /// master turned replica still serves SSUBSCRIBE, but the scripts count
+    /// subscribers on the master only), which makes it refresh its map.
+    fn subscribe(&mut self, channel: String, after_drop: bool) {
+        let mut conn = self.conn.clone();
+        let sent = channel.clone();
+        tokio::spawn(async move {
+            let subscribe = async {
+                if after_drop {
+                    let probe = redis::cmd("EXISTS").arg(&sent).to_owned();
+                    let _ = probe.query_async::<i64>(&mut conn).await;
+                }
+                conn.ssubscribe(&sent).await
+            };
+            match tokio::time::timeout(CONFIRM_WITHIN * 2, subscribe).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(target: "rlock", error = %e, channel = sent, "SSUBSCRIBE failed; trying again")
+                }
+                Err(_) => {
+                    tracing::debug!(target: "rlock", channel = sent, "SSUBSCRIBE unanswered; trying again")
+                }
             }
-            Err(_) => {
-                tracing::debug!(target: "rlock", channel, "SSUBSCRIBE unanswered; trying again")
-            }
-        }
-        self.pending.insert(channel, sent);
+        });
+        self.pending
+            .insert(channel, (tokio::time::Instant::now(), after_drop));
+    }
+
+    fn unsubscribe(&self, channel: String) {
+        let mut conn = self.conn.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(CONFIRM_WITHIN, conn.sunsubscribe(&channel)).await;
+        });
     }
 
     /// A node confirmed a subscription to `channel`: one this feed asked
     /// for, or one redis-rs made again itself after a reconnect or a slot
     /// map refresh (a release may have been missed meanwhile).
     fn confirmed(&mut self, w: &Waiters, channel: String) {
-        if self.pending.remove(&channel).is_some() {
-            if w.has_waiters(&channel) && self.subscribed.insert(channel.clone()) {
-                w.confirm(&channel, true);
+        let wanted = w.has_waiters(&channel);
+        match self.pending.remove(&channel) {
+            Some((_, after_drop)) if wanted => {
+                if self.subscribed.insert(channel.clone()) {
+                    w.confirm(&channel, true);
+                }
+                if after_drop {
+                    // Subscribed where the slot lives now: what was released
+                    // since the drop may have gone unheard.
+                    w.resubscribed(&channel);
+                }
             }
-        } else if self.subscribed.contains(&channel) {
-            w.resubscribed(&channel);
+            _ if self.subscribed.contains(&channel) => w.resubscribed(&channel),
+            // Nobody wants it (it was left before this subscription landed).
+            _ if !wanted => self.unsubscribe(channel),
+            _ => {}
         }
     }
 
     /// An `sunsubscribe` for `channel`: when this feed did not ask for it
     /// (it forgets a channel before unsubscribing), the node stopped serving
-    /// its slot; its waiters may have missed a message, and a channel still
-    /// wanted is subscribed again.
-    async fn dropped(&mut self, w: &Waiters, channel: String) {
+    /// its slot; its waiters may have missed a message (they try again now,
+    /// and again once it is subscribed where the slot lives), and a channel
+    /// still wanted is subscribed again.
+    fn dropped(&mut self, w: &Waiters, channel: String) {
         if !self.subscribed.remove(&channel) {
             return;
         }
@@ -300,31 +337,26 @@ impl Sharded {
         if w.has_waiters(&channel) {
             tracing::debug!(target: "rlock", channel, "sharded subscription dropped by its node; subscribing again");
             w.resubscribed(&channel);
-            // redis-rs routes by the slot map it had: a read of a key of the
-            // channel's slot answers MOVED from a node that no longer serves
-            // it (a master turned replica serves SSUBSCRIBE still, but the
-            // scripts count subscribers on the master only), which makes it
-            // refresh its map before the subscription goes out.
-            let probe = redis::cmd("EXISTS").arg(&channel).to_owned();
-            let _ = tokio::time::timeout(CONFIRM_WITHIN, probe.query_async::<i64>(&mut self.conn))
-                .await;
-            self.subscribe(channel).await;
+            self.subscribe(channel, true);
         }
     }
 
-    /// Sends again the subscriptions whose push did not come in time.
-    async fn unconfirmed(&mut self, w: &Waiters) {
+    /// Sends again the subscriptions whose push did not come in time, and
+    /// undoes those nobody wants any more.
+    fn unconfirmed(&mut self, w: &Waiters) {
         let now = tokio::time::Instant::now();
-        let late: Vec<String> = self
+        let late: Vec<(String, bool)> = self
             .pending
             .iter()
-            .filter(|(_, sent)| now >= **sent + CONFIRM_WITHIN)
-            .map(|(c, _)| c.clone())
+            .filter(|(_, (sent, _))| now >= *sent + CONFIRM_WITHIN)
+            .map(|(c, (_, after_drop))| (c.clone(), *after_drop))
             .collect();
-        for channel in late {
+        for (channel, after_drop) in late {
             self.pending.remove(&channel);
             if w.has_waiters(&channel) {
-                self.subscribe(channel).await;
+                self.subscribe(channel, after_drop);
+            } else {
+                self.unsubscribe(channel);
             }
         }
     }

@@ -33,6 +33,10 @@ const FAIR_LINGER: Duration = Duration::from_secs(2);
 /// How many grants per channel `Channel::taken` remembers: a handoff message
 /// is read long before that many later grants.
 const TAKEN_KEPT: usize = 64;
+/// The pause before a give-back message wakes a waiter, doubled by each
+/// give-back up to the most, back to the first by any other message.
+const GIVE_BACK_PAUSE_FIRST: Duration = Duration::from_millis(100);
+const GIVE_BACK_PAUSE_MOST: Duration = Duration::from_secs(10);
 
 /// The waiters of one channel in one client.
 struct Channel {
@@ -56,6 +60,9 @@ struct Channel {
     /// have been lost): what callers waiting for a cache entry's rebuild
     /// watch, every one of them woken by each message.
     news: watch::Sender<u64>,
+    /// How long the next give-back message waits before it wakes a waiter
+    /// (see `Waiters::given_back`).
+    give_back_pause: Duration,
 }
 
 /// A release (or an attempt that found the lock free) handed the lock to a
@@ -80,10 +87,6 @@ pub(crate) struct Waiters {
     feeds: Mutex<Vec<mpsc::UnboundedSender<String>>>,
     /// What abandoned waits leave behind (see `Cleanups`).
     cleanups: Mutex<Cleanups>,
-    /// What a give-back of this client's own announces on a release channel
-    /// (`given back <client id>`, see `release.lua`): it undid only what an
-    /// attempt of this client did, so it wakes none of its waiters.
-    own_give_back: Vec<u8>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -130,9 +133,8 @@ pub(crate) struct Ticket {
 }
 
 impl Waiters {
-    pub(crate) fn new(runtime: tokio::runtime::Handle, client_id: &str) -> Arc<Self> {
+    pub(crate) fn new(runtime: tokio::runtime::Handle) -> Arc<Self> {
         Arc::new(Waiters {
-            own_give_back: format!("given back {client_id}").into_bytes(),
             channels: Mutex::new(HashMap::new()),
             feeds: Mutex::new(Vec::new()),
             cleanups: Mutex::new(Cleanups::default()),
@@ -186,6 +188,7 @@ impl Waiters {
                     idle_spells: 0,
                     orphans: None,
                     news: watch::channel(0).0,
+                    give_back_pause: GIVE_BACK_PAUSE_FIRST,
                 });
             entry.waiters += 1;
             let handoff = fair_owner.map(|owner| {
@@ -239,9 +242,11 @@ impl Waiters {
         let Some(c) = channels.get_mut(channel) else {
             return;
         };
-        if payload == self.own_give_back.as_slice() {
+        if payload.starts_with(b"given back ") {
+            self.given_back(c);
             return;
         }
+        c.give_back_pause = GIVE_BACK_PAUSE_FIRST;
         c.news.send_modify(|n| *n += 1);
         let Some((handoff, owner)) = parse_handoff(payload) else {
             c.wake.notify_one();
@@ -266,6 +271,25 @@ impl Waiters {
                 tracing::debug!(target: "rlock", owner, "handoff for a waiter that left")
             }
         }
+    }
+
+    /// A Redlock attempt that fell short gave back a master's grant (`given
+    /// back <client id>`). The lock's holder keeps its majority, unless that
+    /// grant was what made a majority look busy to a waiter asleep on it:
+    /// so one waiter tries again, but after a pause that doubles while
+    /// give-backs keep coming. Waking at once, waiters of two clients each
+    /// woken by the other's give-back polled each other for the whole
+    /// holding; never waking, a waiter slept through a majority that such a
+    /// give-back had freed.
+    fn given_back(&self, c: &mut Channel) {
+        let pause = c.give_back_pause;
+        c.give_back_pause = (pause * 2).min(GIVE_BACK_PAUSE_MOST);
+        let pause = rand::rng().random_range(pause / 2..=pause);
+        let wake = c.wake.clone();
+        self.runtime.spawn(async move {
+            tokio::time::sleep(pause).await;
+            wake.notify_one();
+        });
     }
 
     /// Sets how `channel` passes on handoffs to owners no longer in line,
@@ -404,20 +428,35 @@ impl Waiters {
         }
     }
 
-    /// `owner` waits on lock `key` again: its entry left in line is its place
-    /// again (its attempts give it this wait's lease), and no later attempt
-    /// takes it out. (Those sent already are clean-ups of this owner's, which
-    /// its wait lets finish first.)
-    pub(crate) fn waits_again(&self, key: &str, owner: &str) {
-        let mut cleanups = self.cleanups.lock().unwrap();
-        if cleanups.left.is_empty() {
-            return;
-        }
-        if let Some(left) = cleanups.left.get_mut(key) {
-            left.retain(|o| o != owner);
-            if left.is_empty() {
-                cleanups.left.remove(key);
-            }
+    /// `owner` waits on lock `key` again (under its turn: no other wait of
+    /// it leaves the line meanwhile). Its entry left in line, if any, is its
+    /// place again: no request sent from now on takes it out, and this
+    /// returns once what was sent already is done (an attempt that carried
+    /// it, its earlier wait's leaving tried again in the background; one of
+    /// those that fails puts it back on the list, so the list is read again).
+    pub(crate) async fn waits_again(&self, key: &str, owner: &str) {
+        loop {
+            let running = {
+                let mut cleanups = self.cleanups.lock().unwrap();
+                if cleanups.left.is_empty() && cleanups.running.is_empty() {
+                    return;
+                }
+                if let Some(left) = cleanups.left.get_mut(key) {
+                    left.retain(|o| o != owner);
+                    if left.is_empty() {
+                        cleanups.left.remove(key);
+                    }
+                }
+                cleanups
+                    .running
+                    .get(&(key.to_owned(), owner.to_owned()))
+                    .map(watch::Sender::subscribe)
+            };
+            let Some(mut running) = running else {
+                return;
+            };
+            // Closed: the last one ended and took its entry away.
+            let _ = running.wait_for(|n| *n == 0).await;
         }
     }
 
@@ -600,7 +639,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_handoff_overtaken_by_the_waiters_own_attempt_reaches_no_later_wait() {
-        let waiters = Waiters::new(tokio::runtime::Handle::current(), "c");
+        let waiters = Waiters::new(tokio::runtime::Handle::current());
         let now = Some(tokio::time::Instant::now());
         let first = waiters.join("w", Some("c:1"), now).await;
         // Its attempt found the lock handed to it, with token 7.
@@ -640,7 +679,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_channel_subscribed_again_wakes_every_waiter_of_it() {
-        let waiters = Waiters::new(tokio::runtime::Handle::current(), "c");
+        let waiters = Waiters::new(tokio::runtime::Handle::current());
         let now = Some(tokio::time::Instant::now());
         let tickets = [
             waiters.join("released", None, now).await,
