@@ -7,7 +7,7 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks')
 const { EventEmitter } = require('node:events')
-const native = require('./native.js')
+const native = require('./load.js')
 const tracing = require('./tracing.js')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')

@@ -6,6 +6,7 @@ taking a lock against a real Redis from CommonJS and from ESM."""
 from __future__ import annotations
 
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
@@ -66,7 +67,7 @@ def test_the_main_package_holds_the_js_face_and_no_native_code(tarballs: Tuple[P
     main, _ = tarballs
     files = members(main)
     assert not [f for f in files if f.endswith(".node")], "the main package carries an addon"
-    for face in ("node/index.js", "node/index.mjs", "node/index.d.ts", "node/native.js", "node/tracing.js",
+    for face in ("node/index.js", "node/index.mjs", "node/index.d.ts", "node/native.js", "node/load.js", "node/tracing.js",
                  "LICENSE-MIT", "LICENSE-APACHE"):
         assert f"package/{face}" in files
     package = manifest(main)
@@ -121,3 +122,25 @@ def test_npm_installs_both_offline_without_building_and_both_module_systems_take
         # The main package has no addon of its own: the loader took the platform package's.
         assert addons == str((installed / f"redis-rlock-{PLATFORM}" / ADDON).resolve()), kind
     assert fences[1] > fences[0], f"fencing tokens did not increase: {fences}"
+
+
+def test_the_main_package_without_its_platform_package_says_which_one_to_install(
+    tarballs: Tuple[Path, Path], user_env: Dict[str, str], as_user: Callable[..., str], tmp_path: Path, version: str
+) -> None:
+    """An install that lacks the addon (an offline mirror, --omit=optional)
+    fails when the package is loaded, naming the package to install."""
+    main, _ = tarballs
+    project = tmp_path / "project"
+    project.mkdir()
+    as_user(["npm", "init", "-y"], project)
+    as_user(["npm", "install", "--offline", "--omit=optional", "--no-audit", "--no-fund",
+             "--cache", tmp_path / "npm-cache", main], project)
+    assert not (project / "node_modules" / f"redis-rlock-{PLATFORM}").exists()
+    done = subprocess.run(["node", "-e", "require('redis-rlock')"], cwd=project, env=user_env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    said = done.stderr
+    assert f"needs its native addon for {PLATFORM}, package redis-rlock-{PLATFORM}@{version}" in said, said
+    assert f"npm install redis-rlock-{PLATFORM}@{version}" in said, said
+    assert "ERR_RLOCK_NATIVE_MISSING" in said, said
+    assert "wasm32-wasi" not in said.split("[cause]")[0], said

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Callable, Dict
@@ -85,3 +88,30 @@ def test_a_fresh_virtualenv_without_rust_installs_the_wheel_and_locks_with_it(
     assert isinstance(printed["fence"], int) and printed["fence"] >= 1
     assert printed["owned"] is True
     assert redis_server.redis.exists(lock_key("dist:python")) == 0, "the lock was not released"
+
+
+def test_the_sdist_on_a_machine_without_rust_refuses_at_once_saying_what_to_install(
+    dist: Path, version: str, user_env: Dict[str, str], tmp_path: Path,
+) -> None:
+    """Where no wheel fits, pip builds from the sdist: without cargo, its
+    backend stops before anything is downloaded or compiled, and says what
+    to install (or how to let it download a toolchain itself)."""
+    sdist = dist / f"redis_rlock-{version}.tar.gz"
+    assert sdist.exists(), f"{sdist} is missing: run `make dist-python`"
+    env = {k: v for k, v in user_env.items() if k != "PIP_ONLY_BINARY"}
+    # The backend's own requirement (maturin) from this checkout's .venv:
+    # no index is reachable, and the check comes before maturin runs.
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+         "--target", str(tmp_path / "target"), str(sdist)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    took = time.monotonic() - started
+    said = done.stdout + done.stderr
+    assert done.returncode != 0, said
+    assert "needs Rust, which is not installed (no `cargo` on the PATH)" in said, said
+    assert "https://rustup.rs" in said and "RLOCK_DOWNLOAD_RUST=1" in said, said
+    assert "Traceback" not in said, said
+    assert took < 60, f"refused after {took:.0f} s"
+    assert not (tmp_path / "target").exists() or not any((tmp_path / "target").iterdir())
