@@ -238,9 +238,11 @@ impl RedisCluster {
                 setslot(i, "NODE", &to_id);
             }
         }
-        wait_until(Duration::from_secs(30), "the slot's new owner known", || {
-            self.master_of(key) == to
-        });
+        wait_until(
+            Duration::from_secs(30),
+            "the slot's new owner known",
+            || self.master_of(key) == to,
+        );
         self.wait_healthy();
     }
 
