@@ -424,19 +424,24 @@ def test_a_slow_to_load_entry_is_refreshed_early_while_still_fresh(
     client: rlock.Client, server: RedisServer, name: str
 ) -> None:
     # XFetch: a load that took 300 ms, an entry fresh for at most 2 s, and
-    # early=100: each read refreshes it with a probability above 0.9.
+    # early=100: within the last quarter of the ttl (the last 500 ms), each
+    # read refreshes it with a probability above 0.9.
     options: Dict[str, Any] = dict(ttl=2, jitter=0, early=100)
     slow = Counted("v1", delay=0.3)
     client.cached(name, slow, **options)
     fresh = int(server.redis.hget(entry_key(name), "fresh"))
     slow.value = "v2"
-    for _ in range(50):
+    refreshing = False
+    while not refreshing and server_ms(server) < fresh - 100:
         start = time.monotonic()
         assert client.cached(name, slow, **options) == "v1"
         assert time.monotonic() - start < 0.25, "the current value at once, not after the load"
-        if server.redis.exists(rebuild_key(name)):
-            break  # this read took the rebuild lock: it refreshes
+        # This read took the rebuild lock: it refreshes.
+        refreshing = bool(server.redis.exists(rebuild_key(name)))
+        time.sleep(0.02)
+    assert refreshing, "no read refreshed the entry while it was fresh"
     assert server_ms(server) < fresh, "before the entry turned stale"
+    assert fresh - server_ms(server) < 600, "earlier than the last quarter of its ttl"
     wait_until(lambda: slow.calls == 2, within=5, what="one read to refresh early")
     wait_until(lambda: server.redis.hget(entry_key(name), "value") == "v2", within=5, what="the early refresh")
     assert slow.calls == 2
