@@ -6,8 +6,10 @@
 //! a JSON command (`{"op": "run", ...}` or `{"op": "exit"}`), answered with
 //! `{"done": RUN}` once every task of the run finished. Each task is its own
 //! `Lock` handle (a mutex, the sides of a read-write lock, or a semaphore's
-//! permits), so its own owner. Stamps come from CLOCK_MONOTONIC, the clock
-//! Python's `time.monotonic_ns()` and Node's `process.hrtime.bigint()` read.
+//! permits), so its own owner; a task with `rounds` makes its mutex anew for
+//! each, owned by one unit named after the task. Stamps come from
+//! CLOCK_MONOTONIC, the clock Python's `time.monotonic_ns()` and Node's
+//! `process.hrtime.bigint()` read.
 //!
 //! ```sh
 //! cargo build -p rlock-core --examples && target/debug/examples/netfaults_worker
@@ -87,7 +89,10 @@ struct Sides {
 }
 
 impl Sides {
-    fn new(client: &Client, task: &Value, name: &str) -> Result<Sides, Error> {
+    /// `owner`: the unit a mutex is owned by, for a task whose rounds (one
+    /// owner waiting again with another lease) each make the lock anew;
+    /// otherwise the lock is owned by its handle.
+    fn new(client: &Client, task: &Value, name: &str, owner: Option<&str>) -> Result<Sides, Error> {
         let options = LockOptions::default()
             .ttl(Duration::from_millis(
                 task["ttl_ms"].as_u64().unwrap_or(1000),
@@ -105,7 +110,10 @@ impl Sides {
             "semaphore" => client
                 .semaphore(name, task["permits"].as_i64().unwrap_or(1), options)?
                 .permits(task["take"].as_i64().unwrap_or(1))?,
-            _ => client.lock_with(name, options)?,
+            _ => match owner {
+                Some(unit) => client.lock_as(name, options, unit)?,
+                None => client.lock_with(name, options)?,
+            },
         };
         Ok(Sides {
             read: one.clone(),
@@ -126,21 +134,36 @@ async fn run_task(client: Client, task: Value, out: Records) -> Result<(), Failu
     let name = task["name"].as_str().unwrap_or("?").to_owned();
     let mut rng = Rng(task["seed"].as_u64().unwrap_or(1).max(1));
     let rec = |record: Value| out.add(record, &k, &name);
-    let sides = match Sides::new(&client, &task, &name) {
+    // One owner for every round: the task (each run takes a lock of its own).
+    let rounds = task["rounds"].as_array().cloned();
+    let unit = format!("task:{k}");
+    let owner = rounds.as_ref().map(|_| unit.as_str());
+    let mut sides = match Sides::new(&client, &task, &name, owner) {
         Ok(sides) => sides,
         Err(e) => {
             rec(json!({"e": "refused", "t": now(), "what": outcome(&e)}));
             return Ok(());
         }
     };
-    let wait = match task["timeout_ms"].as_u64() {
-        Some(ms) => Wait::For(Duration::from_millis(ms)),
-        None => Wait::Forever,
-    };
     let step = Duration::from_millis(task["step_ms"].as_u64().unwrap_or(5));
     let nest_read = task["nest_read"].as_bool().unwrap_or(false);
     let extend = task["extend"].as_bool().unwrap_or(false);
+    if let Some(ms) = task["start_ms"].as_u64() {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     for i in 0..task["acquisitions"].as_u64().unwrap_or(1) {
+        // A round's own lease, timeout and holds over the task's.
+        let mut terms = task.clone();
+        if let Some(Value::Object(round)) = rounds.as_ref().and_then(|r| r.get(i as usize)) {
+            for (key, value) in round {
+                terms[key] = value.clone();
+            }
+            sides = Sides::new(&client, &terms, &name, owner)?;
+        }
+        let wait = match terms["timeout_ms"].as_u64() {
+            Some(ms) => Wait::For(Duration::from_millis(ms)),
+            None => Wait::Forever,
+        };
         let side = task["sides"][i as usize].as_str();
         let lock = sides.side(side.unwrap_or("write"));
         let inner = if nest_read { sides.side("read") } else { lock };
@@ -161,21 +184,32 @@ async fn run_task(client: Client, task: Value, out: Records) -> Result<(), Failu
         };
         let tok = held.fencing_token;
         rec(json!({"e": "enter", "tok": tok, "t": now()}));
-        let hold = (rng.uniform(&task["hold_ms"]) * 1e6) as i64;
-        let (end, middle) = (now() + hold, now() + hold / 2);
+        let hold = (rng.uniform(&terms["hold_ms"]) * 1e6) as i64;
+        let entered = now();
+        let (end, middle) = (entered + hold, entered + hold / 2);
         let (mut nested, mut halfway) = (false, false);
-        if task["nest"].as_bool().unwrap_or(false) {
-            match inner.acquire(Wait::Once).await {
-                Ok(_) => nested = true,
-                Err(e) => rec(
-                    json!({"e": "note", "t": now(), "what": format!("nested acquire: {}", outcome(&e))}),
-                ),
-            }
-            // Either outcome may have reset the lease in Redis: it runs at most
-            // its length from here.
-            rec(json!({"e": "nested", "tok": tok, "t": now()}));
-        }
+        // When the nested acquire comes (None: none, or done).
+        let mut nest_at = task["nest"]
+            .as_bool()
+            .unwrap_or(false)
+            .then(|| entered + task["nest_at_ms"].as_i64().unwrap_or(0) * 1_000_000);
         loop {
+            if nest_at.is_some_and(|at| now() >= at) {
+                nest_at = None;
+                match inner.acquire(Wait::Once).await {
+                    Ok(_) => nested = true,
+                    Err(e) => rec(
+                        json!({"e": "note", "t": now(), "what": format!("nested acquire: {}", outcome(&e))}),
+                    ),
+                }
+                // Either outcome may have reset the lease in Redis: it runs at
+                // most its length from here.
+                let mut record = json!({"e": "nested", "tok": tok, "t": now()});
+                if nested {
+                    record["re"] = json!(true);
+                }
+                rec(record);
+            }
             let t = now();
             if lock.lost().is_some() {
                 rec(json!({"e": "lost", "tok": tok, "t": now()}));
@@ -206,6 +240,11 @@ async fn run_task(client: Client, task: Value, out: Records) -> Result<(), Failu
                 }
             }
             tokio::time::sleep(step).await;
+        }
+        if task["crash"].as_bool().unwrap_or(false) && lock.lost().is_some() {
+            // A crashed holder never lets go: its lease runs out in Redis.
+            rec(json!({"e": "exit", "tok": tok, "t": now(), "out": "lost"}));
+            continue;
         }
         rec(json!({"e": "rel", "tok": tok, "t": now()}));
         let mut result = "released".to_owned();

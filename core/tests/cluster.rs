@@ -437,3 +437,44 @@ async fn a_release_right_after_a_slot_move_reaches_a_waiter_in_line() {
         released.elapsed()
     );
 }
+
+#[tokio::test]
+async fn waiters_hear_releases_right_after_each_of_several_failovers() {
+    let cluster = RedisCluster::start(3, 1);
+    let holder_client = client(&cluster).await;
+    let waiter_client = client(&cluster).await;
+    let options = LockOptions::default().ttl(Duration::from_secs(30));
+    let holder = holder_client.lock_with("switched", options.clone()).unwrap();
+    let waiter = waiter_client.lock_with("switched", options).unwrap();
+    let (lock_key, line_key) = (waiter.keys().lock.clone(), waiter.keys().queue.clone());
+    for round in 1..=4 {
+        holder.acquire(Wait::Once).await.unwrap();
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(25))).await })
+        };
+        let in_line = eventually(Duration::from_secs(10), || {
+            let node = &cluster.nodes[cluster.master_of(&lock_key)];
+            redis::cmd("LLEN")
+                .arg(&line_key)
+                .query::<i64>(&mut node.conn())
+                .unwrap_or(0)
+                == 1
+        })
+        .await;
+        assert!(in_line, "round {round}: the waiter never stood in line");
+        cluster.fail_over_gracefully(&lock_key);
+        // Released as soon as the failover is done: wherever the waiter's
+        // subscription stands now, it gets the lock well before the 30 s
+        // lease it last saw would have ended.
+        let released = std::time::Instant::now();
+        holder.release().await.unwrap();
+        finished(waiting, Duration::from_secs(25)).await.unwrap();
+        assert!(
+            released.elapsed() < Duration::from_secs(4),
+            "round {round}: the waiter got the lock {:?} after the release",
+            released.elapsed()
+        );
+        waiter.release().await.unwrap();
+    }
+}

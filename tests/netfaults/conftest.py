@@ -5,9 +5,11 @@ by kind, violations.
 
 `RLOCK_NETFAULTS_SEED=<seed>` (or `--netfaults-seed`) runs just that schedule;
 `--netfaults-schedules N` (default 200) runs N mutex seeds from
-`--netfaults-first` (default 0), and `--netfaults-shared M` (default 40) M
+`--netfaults-first` (default 0), `--netfaults-shared M` (default 40) M
 read-write lock and semaphore seeds from `schedule.SHARED_FIRST` plus that
-first. `RLOCK_NETFAULTS_KEEP=DIR` keeps the records."""
+first, and `--netfaults-nemesis K` (default 12: each of its kinds twice) K
+nemesis seeds from `nemesis.NEMESIS_FIRST` plus that first.
+`RLOCK_NETFAULTS_KEEP=DIR` keeps the records."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any, Iterator, List
 import pytest
 
 from driver import Driver
+from nemesis import NEMESIS_FIRST
 from schedule import SHARED_FIRST
 
 # The session's driver, for the summary.
@@ -29,6 +32,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--netfaults-schedules", type=int, default=200, help="how many schedules")
     group.addoption("--netfaults-shared", type=int, default=40,
                     help="how many read-write lock and semaphore schedules")
+    group.addoption("--netfaults-nemesis", type=int, default=12,
+                    help="how many nemesis schedules (server and waiting-line faults)")
     group.addoption("--netfaults-first", type=int, default=0, help="the first seed")
 
 
@@ -40,7 +45,8 @@ def seeds(config: pytest.Config) -> List[int]:
         return [one]
     first = config.getoption("--netfaults-first")
     return (list(range(first, first + config.getoption("--netfaults-schedules")))
-            + list(range(SHARED_FIRST + first, SHARED_FIRST + first + config.getoption("--netfaults-shared"))))
+            + list(range(SHARED_FIRST + first, SHARED_FIRST + first + config.getoption("--netfaults-shared")))
+            + list(range(NEMESIS_FIRST + first, NEMESIS_FIRST + first + config.getoption("--netfaults-nemesis"))))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

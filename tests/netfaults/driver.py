@@ -1,7 +1,12 @@
 """Runs schedules: long-lived Python, Node and Rust workers take their tasks
-as JSON commands, the faults fire on the proxies at their planned times, and
-the checker judges the records. One lock per schedule: a mutex, a read-write
-lock or a semaphore."""
+as JSON commands, the faults fire on the proxies at their planned times (the
+nemesis' changes to the servers on a thread of their own), and the checker
+judges the records. One lock per schedule: a mutex, a read-write lock or a
+semaphore.
+
+`RLOCK_NETFAULTS_PROGRAM=rust` (or py, node) runs every worker with that
+language's program: the tasks keep their three workers, so their three
+clients (a core built elsewhere, with `CARGO_TARGET_DIR`, runs them all)."""
 
 from __future__ import annotations
 
@@ -13,8 +18,9 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from rlock_test_support.background import Background
 from rlock_test_support.keys import lock_key
@@ -22,9 +28,10 @@ from rlock_test_support.processes import Child, Silent
 from rlock_test_support.report import Report
 
 import deployments
+import nemesis
 import scripts
 from netchecker import Fault, check
-from schedule import Schedule, make
+from schedule import PlannedFault, Schedule, make
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -34,19 +41,34 @@ COMMANDS = {
     "node": ["node", os.path.join(HERE, "worker.js")],
     "rust": [os.path.join(TARGET, "debug", "examples", "netfaults_worker")],
 }
+PROGRAM = os.environ.get("RLOCK_NETFAULTS_PROGRAM")
 # A schedule's tasks finish in a few seconds; past this a worker is stuck
 # (a wait that never ends), which is a violation in itself.
 RUN_LIMIT_S = 60
 # The core's default (ClientOptions::node_timeout), which every face's client uses here.
 REDLOCK_NODE_TIMEOUT_MS = 200
+# The nemesis' changes to the servers (nemesis.py) that are no wire fault.
+SERVER_FAULTS = ("forget", "migrate", "failover")
+
+
+def warm_up(lang: str) -> Dict[str, Any]:
+    """A lock taken and let go at once by a worker's client, on a name of its own."""
+    return {"task": f"{lang}.warm", "lang": lang, "ttl_ms": 1000, "auto_renew": True, "fair": False,
+            "timeout_ms": 5000, "acquisitions": 1, "hold_ms": [0, 0], "gap_ms": [0, 0], "step_ms": 5,
+            "nest": False, "seed": 1}
+
+
+def plan(seed: int) -> Schedule:
+    """The schedule of `seed`: the nemesis' from its first seed on."""
+    return nemesis.make(seed) if seed >= nemesis.NEMESIS_FIRST else make(seed)
 
 
 class Worker(Child):
     """A long-lived worker of one language, taking one JSON command a line."""
 
     def __init__(self, lang: str, dir: str) -> None:
-        super().__init__(COMMANDS[lang], f"the {lang} worker", stderr_path=os.path.join(dir, f"{lang}.stderr"),
-                         start_new_session=True)
+        super().__init__(COMMANDS[PROGRAM or lang], f"the {lang} worker",
+                         stderr_path=os.path.join(dir, f"{lang}.stderr"), start_new_session=True)
         self.lang = lang
         self.expect("ready", 30)
 
@@ -87,7 +109,8 @@ class Outcome:
     injected: Counter = field(default_factory=Counter)
 
     def explain(self) -> str:
-        return (f"seed {self.schedule.seed} ({self.schedule.mode}, {self.schedule.kind}): "
+        nemesis = f", {self.schedule.nemesis}" if self.schedule.nemesis else ""
+        return (f"seed {self.schedule.seed} ({self.schedule.mode}, {self.schedule.kind}{nemesis}): "
                 f"{self.report.violations} violation(s)\n"
                 + "\n".join(f"  {p}" for p in self.report.problems)
                 + f"\n  schedule: {self.schedule.describe()}"
@@ -105,6 +128,8 @@ class Driver:
         self.deployments: Dict[str, deployments.Deployment] = {}
         self.workers: Dict[str, Worker] = {}
         self.outcomes: List[Outcome] = []
+        # The nemesis' changes to the servers, one at a time, off the proxies' loop.
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nemesis")
 
     def deployment(self, mode: str) -> deployments.Deployment:
         key = "single" if mode == "fair" else mode
@@ -119,34 +144,45 @@ class Driver:
         return w
 
     def run(self, seed: int) -> Outcome:
-        sched = make(seed)
-        d = self.deployment(sched.mode)
+        sched = plan(seed)
+        d = self.deployment("cluster-replicas" if sched.nemesis in nemesis.ON_REPLICAS else sched.mode)
         name = f"nf:{seed}:{uuid.uuid4().hex[:8]}"
         for task in sched.tasks:
             self.worker(task["lang"])  # started before the faults' clock does
+        if sched.nemesis:
+            # Its tasks start in a planned order, 100 ms or more apart: no
+            # client's first connection or first lock may upset that order.
+            _, stuck = self.tasks(d, f"{seed}.warm", f"{name}:warm", [warm_up(lang) for lang in COMMANDS])
+            if stuck:
+                raise RuntimeError(f"warming the workers up: {stuck}")
         marks = [len(p.log) for p in d.proxies]
         # The proxy in front of the Cluster master that serves this lock.
         home = d.servers.index(d.cluster.master_of(lock_key(name))) if d.cluster else 0
         handles: List[Any] = []
+        changes: List[Tuple["Future[None]", Dict[str, Any]]] = []
 
         def arm() -> None:
             for f in sched.faults:
-                handles.append(self.bg.loop.call_later(f.at_ms / 1000, self._fire, d, f, home))
+                handles.append(self.bg.loop.call_later(f.at_ms / 1000, self._fire, d, f, home, name, changes))
 
         self.bg.call(arm)
         rows, stuck = self.tasks(d, seed, name, sched.tasks)
 
-        def disarm() -> None:
+        async def disarm() -> None:
             for h in handles:
                 h.cancel()
 
-        self.bg.call(disarm)
+        self.bg.run(disarm())
+        # A change to the servers under way ends before the next schedule
+        # (each is bounded: a restart, a few commands, a failover's wait).
+        for change, _ in list(changes):
+            change.result(120)
         d.clear()
-        hit = [e for p, m in zip(d.proxies, marks) for e in p.log[m:]]
+        hit = [e for p, m in zip(d.proxies, marks) for e in p.log[m:]] + [e for _, e in changes]
         if self.keep:
             with open(os.path.join(self.dir, f"{seed}.faults.json"), "w") as f:
                 json.dump({"schedule": json.loads(sched.describe()), "hit": hit}, f)
-        faults = [Fault(e["at"], e["what"], e["kind"], e["for_ms"], e["ms"]) for e in hit]
+        faults = [Fault(e["at"], e["what"], e["kind"], e["for_ms"], e["ms"], e.get("how")) for e in hit]
         tasks = {t["task"]: t for t in sched.tasks}
         redlock = sched.mode == "redlock"
         report = check(rows, tasks, faults, fencing=not redlock,
@@ -155,12 +191,13 @@ class Driver:
             report.fail(f"[3] {s}")
         injected = Counter(e["what"] for e in hit)
         # The shared scripts whose replies were dropped, by name.
-        injected.update(f"drop_reply {scripts.NAMES[e['script']]}" for e in hit if e.get("script") in scripts.NAMES)
+        injected.update(f"drop_reply {scripts.NAMES[e['script']]}" for e in hit
+                        if e["what"] == "drop_reply" and e.get("script") in scripts.NAMES)
         outcome = Outcome(sched, report, injected)
         self.outcomes.append(outcome)
         return outcome
 
-    def tasks(self, d: deployments.Deployment, run: int, name: str, tasks: List[Dict[str, Any]]
+    def tasks(self, d: deployments.Deployment, run: Union[int, str], name: str, tasks: List[Dict[str, Any]]
               ) -> Tuple[List[Dict[str, Any]], List[str]]:
         """Runs `tasks` on the lock `name` of deployment `d`, each by its
         language's worker: their records, and the workers that got stuck."""
@@ -196,11 +233,21 @@ class Driver:
                  for lang in COMMANDS for kind in ("rw", "semaphore")]
         return self.tasks(self.deployment("redlock"), -1, f"nf:refused:{uuid.uuid4().hex[:8]}", tasks)
 
-    def _fire(self, d: deployments.Deployment, f: Any, home: int) -> None:
+    def _fire(self, d: deployments.Deployment, f: PlannedFault, home: int, name: str,
+              changes: List[Tuple["Future[None]", Dict[str, Any]]]) -> None:
+        if f.what in SERVER_FAULTS:
+            # Logged as the proxies log their faults, lasting as long as it took.
+            entry: Dict[str, Any] = {"at": time.monotonic_ns(), "what": f.what, "kind": f.kind, "for_ms": 0.0,
+                                     "ms": 0.0, "how": f.which if f.what == "forget" else None}
+            changes.append((self.pool.submit(self._change, d, f, home, name, entry), entry))
+            return
         targets = d.proxies if f.target == "all" else [d.proxies[home if f.target == "home" else f.target]]
         for p in targets:
             if f.what == "drop_reply":
-                p.drop_reply(f.kind, f.n, f.commands, [scripts.SHAS[s] for s in f.scripts] if f.scripts else None)
+                p.drop_reply(f.kind, f.n, f.commands, [scripts.PICKABLE[s] for s in f.scripts] if f.scripts else None)
+            elif f.what == "drop_request":
+                # This lock's requests only: an earlier schedule's clean-ups may still run.
+                p.drop_request(f.kind, [scripts.PICKABLE[s] for s in f.scripts or ()], f.for_ms, name.encode())
             elif f.what == "delay":
                 p.delay(f.kind, f.ms, f.for_ms)
             elif f.what == "stall":
@@ -208,9 +255,21 @@ class Driver:
             else:
                 p.reset(f.kind, f.which)
 
+    @staticmethod
+    def _change(d: deployments.Deployment, f: PlannedFault, home: int, name: str, entry: Dict[str, Any]) -> None:
+        start = time.monotonic_ns()
+        if f.what == "forget":
+            d.forget(home if f.target == "home" else int(f.target), f.which, f.ms)
+        elif f.what == "migrate":
+            d.migrate(lock_key(name))
+        else:
+            d.fail_over(lock_key(name))
+        entry["at"], entry["for_ms"] = start, (time.monotonic_ns() - start) / 1e6
+
     def summary(self) -> List[str]:
         modes = Counter(o.schedule.mode for o in self.outcomes)
         kinds = Counter(o.schedule.kind for o in self.outcomes)
+        nemeses = Counter(o.schedule.nemesis for o in self.outcomes if o.schedule.nemesis)
         injected: Counter = Counter()
         for o in self.outcomes:
             injected.update(o.injected)
@@ -223,6 +282,8 @@ class Driver:
             f"{', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})",
             f"faults injected: {sum(injected.values())} "
             f"({', '.join(f'{k} {v}' for k, v in sorted(injected.items())) or 'none'})",
+            f"nemesis schedules: {sum(nemeses.values())} "
+            f"({', '.join(f'{k} {n}' for k, n in sorted(nemeses.items())) or 'none'})",
             f"replies dropped of a read-write lock's or semaphore's script: "
             f"{', '.join(f'{k} {v}' for k, v in sorted(by_script.items())) or 'none'}",
             f"longest free stretch a waiter saw, against its bound: {max(margins, default=0):+.0f} ms",
@@ -231,6 +292,7 @@ class Driver:
         ]
 
     def close(self) -> None:
+        self.pool.shutdown(wait=True)
         for w in self.workers.values():
             w.stop()
         for d in self.deployments.values():

@@ -14,6 +14,13 @@ first step never entered (counted). The promises, for every schedule:
    Shared kinds: a holder enters only while those still believing and it fit
    in the lock: never a writer with anyone else inside, never more permits
    held than the semaphore has.
+   Under Redlock, once masters forgot their data (a `forget` fault: restarted
+   empty, or flushed) after a holding was asked for and before another entered,
+   that holding may have stood on too few masters to keep the rival out
+   (docs/deployments.md, Redlock): the entry beside it is counted, provided
+   the holding was told it lost the lock, and provided it never re-entered
+   (a nested acquire that took the lock again) after the rival's entry: a
+   re-entry over masters a rival held meanwhile is a loss, not a re-entry.
 2. Honest loss: a holder without auto-renew stops believing by the end of its
    lease in Redis (at the latest the lease after its entry or after its last
    nested acquire or release or extension returned: each resets the lease). A
@@ -28,8 +35,8 @@ first step never entered (counted). The promises, for every schedule:
    (timed from the start of its wait, which is as early as its lease can
    start). Excused: a stall between the start of its wait and its exit
    (renewals starve, and a lease timed from a stalled request may be over on
-   arrival), or two broken command connections then (a request and its one
-   retry may both fail).
+   arrival), two broken command connections then (a request and its one
+   retry may both fail), or a master forgetting its data then.
 3. Waiting: no waiter waits through a stretch longer than `Bounds.free_ms` while
    the lock is free (held by nobody on the records' evidence):
    - `SLACK_MS` on a fault-free wire (a release message wakes a waiter at once,
@@ -38,12 +45,20 @@ first step never entered (counted). The promises, for every schedule:
      its length; a reply delay 4 x its delay (the release message or handoff,
      the attempt's reply, a resubscription's confirmation, one more attempt),
      and under Redlock, when it is over the node timeout, its whole length; a
-     reset, cut request or dropped reply `RECONNECT_MS` (a fresh connection and
-     the retry);
+     reset, cut request, dropped reply or dropped request `RECONNECT_MS` (a
+     fresh connection and the retry); a master forgetting its data its time
+     down + `RECONNECT_MS`; a slot moved or a master failed over (Cluster) its
+     time + `RESUBSCRIBE_MS` + `RECONNECT_MS` (the node drops the slot's sharded
+     subscriptions: the client subscribes again where the slot now lives, once
+     it learnt the layout, and its waiters try again at once);
    - plus, once any fault could have lost a message on a pub/sub connection (a
-     reset, cut request or dropped reply on pub/sub or any connection), the
-     waiter's fallback:
-     the lease it last saw, +5% jitter, +50 ms.
+     reset, cut request, dropped reply or request on pub/sub or any
+     connection, a master restarted), the waiter's fallback:
+     the lease it last saw, +5% jitter, +50 ms;
+   - plus, for a wait of an owner whose previous wait gave up (or failed) while
+     requests were being dropped, `CLEANUP_MS`: leaving the line is tried again
+     in the background, and the owner's next wait on the lock first waits for
+     that (core/src/lock/cancel.rs).
    A lock counts as taken from a holder's `enter` until it let go (`exit` after
    a release), or until its lease may have ended when it did not let go cleanly:
    `LOST_SLACK` after it was told lost, the whole lease after an error.
@@ -78,6 +93,13 @@ from capacity import Capacity
 
 SLACK_MS = 250
 RECONNECT_MS = 250
+# A subscription not confirmed within a second is sent again (docs/deployments.md, Cluster).
+RESUBSCRIBE_MS = 1000
+# The retries of a clean-up, one after the other (core/src/lock/cancel.rs:
+# RETRY_PAUSES, 50 + 200 + 1000 + 5000 ms), each on a fresh connection.
+CLEANUP_MS = 6250 + 4 * RECONNECT_MS
+# What breaks a command connection: a request may fail, and be tried again.
+BROKEN = ("reset", "drop_reply", "cut_request", "drop_request")
 # A holder is told lost by its own clock before Redis lets the key go: at most
 # lease x 1% + 2 ms before (README, Guarantees); plus polling the flag late.
 LOST_SLACK_MS = 20
@@ -98,6 +120,7 @@ class Section:
     # have applied that acquisition, which this one then re-entered, token and all.
     after_error: bool = False
     beliefs: List[int] = field(default_factory=list)
+    re_entries: List[int] = field(default_factory=list)  # nested acquires that took it again
     lost: Optional[int] = None
     rel: Optional[int] = None
     exit: Optional[int] = None
@@ -163,10 +186,13 @@ class Fault:
     """One fault as injected: `at` (ns), what, on which kind of connection, for how long."""
 
     at: int
-    what: str  # drop_reply | delay | stall | reset | cut_request
+    # drop_reply | delay | stall | reset | cut_request | drop_request, on the
+    # wire; forget | migrate | failover, to the servers (nemesis.py)
+    what: str
     kind: str  # cmd | pubsub | any
     for_ms: float = 0.0
     ms: float = 0.0
+    how: Optional[str] = None  # a forget's: restart | flush
 
     @property
     def until(self) -> int:
@@ -180,11 +206,17 @@ class Fault:
             # reply: no attempt can succeed while the delay lasts.
             slow = node_timeout_ms is not None and self.ms >= node_timeout_ms
             return 4 * self.ms + (self.for_ms if slow else 0)
+        if self.what == "forget":
+            return self.for_ms + RECONNECT_MS
+        if self.what in ("migrate", "failover"):
+            return self.for_ms + RESUBSCRIBE_MS + RECONNECT_MS
         return RECONNECT_MS
 
     @property
     def may_lose_messages(self) -> bool:
-        return self.what in ("reset", "drop_reply", "cut_request") and self.kind in ("pubsub", "any")
+        if self.what == "forget":
+            return self.how != "flush"  # a restart drops its subscribers
+        return self.what in BROKEN and self.kind in ("pubsub", "any")
 
 
 def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]
@@ -197,11 +229,16 @@ def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]
     open_section: Dict[str, Section] = {}
     open_wait: Dict[str, Wait] = {}
     errored: Dict[str, bool] = {}
+    waited: Dict[str, int] = {}
     for r in records:
         k, e = r["k"], r["e"]
         task = tasks[k]
         if e == "wait":
-            open_wait[k] = Wait(k, r["t"], task["ttl_ms"], task.get("timeout_ms"), side=r.get("side", "write"),
+            # A task's rounds (nemesis.py) give each wait its own lease and timeout.
+            rounds = task.get("rounds")
+            n = waited[k] = waited.get(k, -1) + 1
+            terms = {**task, **rounds[n]} if rounds and n < len(rounds) else task
+            open_wait[k] = Wait(k, r["t"], terms["ttl_ms"], terms.get("timeout_ms"), side=r.get("side", "write"),
                                 take=task.get("take", 1))
             waits.append(open_wait[k])
         elif e == "waited":
@@ -211,7 +248,7 @@ def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]
         elif e == "enter":
             w = open_wait.pop(k)
             w.end, w.out = r["t"], "acquired"
-            open_section[k] = Section(k, r["tok"], r["t"], task["ttl_ms"], asked=w.start, renewed=r["t"],
+            open_section[k] = Section(k, r["tok"], r["t"], w.ttl_ms, asked=w.start, renewed=r["t"],
                                       auto_renew=task.get("auto_renew", True), side=w.side, take=w.take,
                                       after_error=errored.get(k, False))
             sections.append(open_section[k])
@@ -219,6 +256,8 @@ def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]
             open_section[k].beliefs.append(r["t"])
         elif e == "nested":
             open_section[k].renewed = max(open_section[k].renewed, r["t"])
+            if r.get("re"):
+                open_section[k].re_entries.append(r["t"])
         elif e == "lost":
             s = open_section[k]
             s.lost = r["t"] if s.lost is None else min(s.lost, r["t"])
@@ -268,11 +307,14 @@ def check(
         elif s.out.startswith("error"):
             report.count("release errors")
 
+    # Masters that forgot their data (Redlock), when.
+    forgotten = sorted(f.at for f in faults if f.what == "forget")
+
     # 1. Exclusion, and 2. honest loss.
     if cap.shared:
         _capacity(inside, cap, report)
     else:
-        _exclusion(inside, report)
+        _exclusion(inside, forgotten, report)
     for a in inside:
         # Unrenewed, Redis lets the lease go by the lease after the last request
         # that set it; believing past that is believing past Redis' expiry.
@@ -292,8 +334,9 @@ def check(
             # A stall starves renewals; two broken connections can fail a request
             # and its one retry, leaving the outcome unknown: losses the core must
             # report. One broken connection is retried, and must not be.
-            excused = any(f.what == "stall" for f in during) or sum(
-                f.what in ("reset", "drop_reply", "cut_request") and f.kind != "pubsub" for f in during) >= 2
+            # A master that forgot its data may have taken the holding's majority.
+            excused = any(f.what in ("stall", "forget") for f in during) or sum(
+                f.what in BROKEN and f.kind != "pubsub" for f in during) >= 2
             # Counted from the start of its wait: a holder handed the lock through
             # the line cannot know when the handoff set its lease, and may count
             # it from its own last request.
@@ -314,7 +357,14 @@ def check(
     # 3. Waiting.
     busy = merge([(s.enter, s.held_until()) for s in sections])
     lossy = sorted(f.at for f in faults if f.may_lose_messages)
+    dropped = sorted(f.at for f in faults if f.what == "drop_request")
+    previous: Dict[str, Wait] = {}
     for w in waits:
+        before, previous[w.task] = previous.get(w.task), w
+        # Its owner's last wait gave up while requests were dropped: its
+        # leaving may still be tried in the background, and this wait waits for it.
+        cleanup = CLEANUP_MS if before is not None and before.out != "acquired" and before.end is not None and any(
+            before.start <= t <= w.start + CLEANUP_MS * MS for t in dropped) else 0.0
         report.count("waits")
         if w.end is None:
             report.fail(f"[3] {w.task}'s wait never ended")
@@ -328,14 +378,14 @@ def check(
             else:
                 late = (w.end - w.start) / MS - w.timeout_ms
                 report.peak("max timeout overshoot ms", late)
-                if late > SLACK_MS + allowance(w, w.start, w.end, faults, lossy, node_timeout_ms):
+                if late > SLACK_MS + cleanup + allowance(w, w.start, w.end, faults, lossy, node_timeout_ms):
                     report.fail(f"[3] {w.task} gave up {late:.0f} ms past its deadline")
         if w.out not in ("acquired", "timeout"):
             continue
         lo, hi = longest_free(_busy_for(w, cap, sections, waits) if cap.shared else busy, w.start, w.end)
         gap = (hi - lo) / MS
         report.peak("max free while waiting ms", gap)
-        bound = SLACK_MS + allowance(w, lo, hi, faults, lossy, node_timeout_ms)
+        bound = SLACK_MS + cleanup + allowance(w, lo, hi, faults, lossy, node_timeout_ms)
         margin = report.figures.get("closest wait to its bound ms")
         if margin is None or gap - bound > margin:
             report.figures["closest wait to its bound ms"] = round(gap - bound, 1)
@@ -346,8 +396,9 @@ def check(
     return report
 
 
-def _exclusion(inside: List[Section], report: Report) -> None:
-    """1. and 2. for a mutex: nobody enters while another believes, and a
+def _exclusion(inside: List[Section], forgotten: List[int], report: Report) -> None:
+    """1. and 2. for a mutex: nobody enters while another believes (beside a
+    holding whose masters forgot it, one told it lost the lock), and a
     holder someone entered before it let go was told."""
     starts = [s.believed_from for s in inside]
     for a in inside:
@@ -356,8 +407,18 @@ def _exclusion(inside: List[Section], report: Report) -> None:
         for b in later:
             if b.believed_from > a.believed_until:
                 break
+            forgot = [t for t in forgotten if a.asked <= t <= b.believed_from]
+            re_entered = [t for t in a.re_entries if t > b.believed_from]
+            if forgot and a.told and not re_entered:
+                report.count("entries beside a holding masters forgot, told lost")
+                continue
+            why = ""
+            if forgot:
+                why = (f"; masters forgot the lock {(b.believed_from - forgot[0]) / MS:.0f} ms before it entered, "
+                       + (f"and {a} re-entered {(re_entered[0] - b.believed_from) / MS:.0f} ms after it did, "
+                          f"counted as a re-entry" if re_entered else f"and {a} was never told"))
             report.fail(f"[1] {b} entered while {a} still believed it held the lock "
-                        f"(until {(a.believed_until - b.believed_from) / MS:.1f} ms later)")
+                        f"(until {(a.believed_until - b.believed_from) / MS:.1f} ms later{why})")
         cut_short = [b for b in later if a.let_go is None or b.believed_from < a.let_go]
         if cut_short and not a.told:
             b = cut_short[0]

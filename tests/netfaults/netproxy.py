@@ -21,8 +21,17 @@ Faults (each counted in `injected` by kind when it actually hits a wire):
   `which` "mid", the next request on such a connection is cut halfway through
   instead (Redis never sees it whole, so never applies it) and reset, counted
   as `cut_request`.
+- `drop_request(kind, scripts, for_ms, naming)`: for `for_ms`, every
+  request of that kind of connection running one of those scripts (by SHA,
+  as for `drop_reply`), and with `naming` only those whose bytes hold it (a
+  lock's name), is thrown away before Redis sees it and its connection
+  reset: one script's requests lost on the way (a client's leaving the
+  waiting line that never arrives, each of its retries too), counted as
+  `drop_request` each time.
 
-`kind` is "cmd", "pubsub" or "any".
+`kind` is "cmd", "pubsub" or "any". A replica's replication link (a Cluster
+replica reaches its master at the port the master announces: its proxy's)
+is neither: no fault touches it.
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ from rlock_test_support.wire import relay, reset
 APPLY_S = 0.05
 
 SUBSCRIBES = {b"SUBSCRIBE", b"SSUBSCRIBE", b"PSUBSCRIBE"}
+# What only a replica sends its master: the connection is a replication link.
+REPLICATION = {b"REPLCONF", b"PSYNC", b"SYNC"}
 
 
 def split_requests(buf: bytearray) -> List[bytes]:
@@ -104,13 +115,13 @@ def script_of(request: bytes) -> Optional[str]:
 class _Conn:
     client_w: asyncio.StreamWriter
     redis_w: asyncio.StreamWriter
-    kind: str = "cmd"
+    kind: str = "cmd"  # cmd | pubsub | replica
     doomed: bool = False  # a dropped reply is pending: nothing more reaches the client
     closed: bool = False
     tasks: List["asyncio.Task[None]"] = field(default_factory=list)
 
     def matches(self, kind: str) -> bool:
-        return kind == "any" or kind == self.kind
+        return self.kind != "replica" and (kind == "any" or kind == self.kind)
 
 
 @dataclass
@@ -118,6 +129,8 @@ class _Window:
     kind: str
     until: float
     ms: float = 0.0
+    scripts: Optional[Set[str]] = None  # a drop_request's: SHA-1s (hex) of the scripts it drops
+    naming: Optional[bytes] = None  # a drop_request's: what the requests it drops hold
 
 
 @dataclass
@@ -147,6 +160,7 @@ class FaultProxy:
         self.delays: List[_Window] = []
         self.stalls: List[_Window] = []
         self.drops: List[_Drop] = []
+        self.request_drops: List[_Window] = []
         self.server: Optional[asyncio.base_events.Server] = None
         self.port = 0
 
@@ -174,6 +188,10 @@ class FaultProxy:
         self.stalls.append(_Window(kind, time.monotonic() + for_ms / 1000))
         self._hit("stall", kind, for_ms=for_ms)
 
+    def drop_request(self, kind: str, scripts: Sequence[str], for_ms: float, naming: Optional[bytes] = None) -> None:
+        self.request_drops.append(_Window(kind, time.monotonic() + for_ms / 1000,
+                                          scripts={s.lower() for s in scripts}, naming=naming))
+
     def reset(self, kind: str, which: str = "one") -> int:
         if which == "mid":
             self.drops.append(_Drop(kind, 1, None, mid=True))
@@ -191,6 +209,7 @@ class FaultProxy:
         self.delays.clear()
         self.stalls.clear()
         self.drops.clear()
+        self.request_drops.clear()
 
     def reset_all(self) -> None:
         for c in list(self.conns):
@@ -222,6 +241,15 @@ class FaultProxy:
         t = time.monotonic()
         self.delays = [d for d in self.delays if d.until > t]
         return max((d.ms / 1000 for d in self.delays if c.matches(d.kind)), default=0.0)
+
+    def _drops_request(self, c: _Conn, request: bytes) -> bool:
+        t = time.monotonic()
+        self.request_drops = [w for w in self.request_drops if w.until > t]
+        if not any(c.matches(w.kind) for w in self.request_drops):
+            return False
+        script = script_of(request)
+        return any(c.matches(w.kind) and script in (w.scripts or ()) and (w.naming is None or w.naming in request)
+                   for w in self.request_drops)
 
     def _take_drop(self, c: _Conn, command: bytes, request: bytes) -> Optional[_Drop]:
         for d in self.drops:
@@ -268,6 +296,12 @@ class FaultProxy:
                     command = command_of(request)
                     if command in SUBSCRIBES:
                         c.kind = "pubsub"
+                    elif command in REPLICATION:
+                        c.kind = "replica"
+                    if self._drops_request(c, request):
+                        self._hit("drop_request", c.kind, script=script_of(request))
+                        self._close(c)
+                        return
                     drop = self._take_drop(c, command, request)
                     if drop is not None and drop.mid:
                         c.redis_w.write(request[: len(request) // 2])

@@ -7,7 +7,9 @@ Seeds below `SHARED_FIRST` take a mutex, on each deployment in turn; seeds
 from it take a read-write lock (readers and writers mixed) or a semaphore of
 2 or 3 permits with more tasks than permits, on one server, in fair mode or
 on a Cluster (a Redlock refuses both), their dropped replies picking one
-script of the lock's (`scripts.py`)."""
+script of the lock's (`scripts.py`). Seeds from `nemesis.NEMESIS_FIRST` on
+are the nemesis' (nemesis.py): faults of whole servers and of the waiting
+line, each arranged around one promise."""
 
 from __future__ import annotations
 
@@ -32,15 +34,18 @@ SHARED_MODES = tuple(m for m in MODES if m != "redlock")
 @dataclass
 class PlannedFault:
     at_ms: float
-    what: str  # drop_reply | delay | stall | reset
+    # drop_reply | delay | stall | reset, on the wire; drop_request (nemesis.py)
+    # on the wire too; forget | migrate | failover (nemesis.py) to the servers
+    what: str
     kind: str  # cmd | pubsub | any
-    target: Union[int, str]  # a proxy's index, "home" (the lock's Cluster master) or "all"
-    ms: float = 0.0
+    # a proxy's (and its server's) index, "home" (the lock's Cluster master) or "all"
+    target: Union[int, str]
+    ms: float = 0.0  # a delay's; how long a forgetting master stays down
     for_ms: float = 0.0
     n: int = 1
     commands: Optional[List[str]] = None
-    scripts: Optional[List[str]] = None  # only these scripts' replies (names of scripts.SHARED)
-    which: str = "one"
+    scripts: Optional[List[str]] = None  # only these scripts' requests (names of scripts.PICKABLE)
+    which: str = "one"  # a reset's; a forget's: restart | flush
 
 
 @dataclass
@@ -53,6 +58,7 @@ class Schedule:
     permits: Optional[int] = None  # a semaphore's size
     tasks: List[Dict[str, Any]] = field(default_factory=list)
     faults: List[PlannedFault] = field(default_factory=list)
+    nemesis: Optional[str] = None  # the kind of a nemesis schedule (nemesis.py)
 
     def describe(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -1,8 +1,9 @@
-"""The scripts of a read-write lock or semaphore as the wire carries them: the
-core sends each as one body, `queue.lua`, then `shared/lib.lua`, then the
-script, each file followed by a newline, by the SHA-1 of that body (EVALSHA),
-or the body itself once Redis does not know it (EVAL). A fault can then pick
-the requests of one script."""
+"""Scripts as the wire carries them, so that a fault can pick the requests of
+one: the core sends each as one body, its files each followed by a newline
+(core/src/redis/scripts.rs), by the SHA-1 of that body (EVALSHA), or the
+body itself once Redis does not know it (EVAL). A read-write lock's or a
+semaphore's script is `queue.lua`, then `shared/lib.lua`, then the script; a
+mutex's leaving the line is `dequeue.lua` alone."""
 
 from __future__ import annotations
 
@@ -32,3 +33,8 @@ def sha(text: str) -> str:
 # Each shared script's SHA by name, and the other way round.
 SHAS: Dict[str, str] = {name: sha(body(name)) for name in SHARED}
 NAMES: Dict[str, str] = {v: k for k, v in SHAS.items()}
+# A mutex's waiter leaving the line (it gave up), whose requests a nemesis
+# drops to leave its entry behind (nemesis.py).
+MUTEX: Dict[str, str] = {"mutex dequeue": sha(_read("dequeue.lua") + "\n")}
+# Every script a fault can pick, by name.
+PICKABLE: Dict[str, str] = {**SHAS, **MUTEX}

@@ -1,10 +1,11 @@
 """`make soak-network`: thousands of network-fault schedules in one run.
 
-    python tests/netfaults/soak.py [SCHEDULES] [FIRST_SEED] [SHARED]
+    python tests/netfaults/soak.py [SCHEDULES] [FIRST_SEED] [SHARED] [NEMESIS]
 
 Runs SCHEDULES mutex seeds from FIRST_SEED and, among them, SHARED (default a
 fifth of SCHEDULES) read-write lock and semaphore seeds from
-`schedule.SHARED_FIRST` + FIRST_SEED. Prints each violating schedule as it is
+`schedule.SHARED_FIRST` + FIRST_SEED and NEMESIS (default a fiftieth) nemesis
+seeds from `nemesis.NEMESIS_FIRST` + FIRST_SEED. Prints each violating schedule as it is
 found (with its replay command), then the schedules run, the faults injected
 by kind and the violations; exits 1 on any violation."""
 
@@ -15,6 +16,7 @@ import sys
 import time
 
 from driver import Driver
+from nemesis import NEMESIS_FIRST
 from schedule import SHARED_FIRST
 
 
@@ -22,9 +24,11 @@ def main() -> int:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
     first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     shared = int(sys.argv[3]) if len(sys.argv) > 3 else count // 5
-    # The shared kinds' seeds spread evenly among the mutex's.
+    scripted = int(sys.argv[4]) if len(sys.argv) > 4 else count // 50
+    # The shared kinds' and the nemesis' seeds spread evenly among the mutex's.
     seeds = [(i / count, first + i) for i in range(count)]
     seeds += [((j + 0.5) / shared, SHARED_FIRST + first + j) for j in range(shared)]
+    seeds += [((j + 0.25) / scripted, NEMESIS_FIRST + first + j) for j in range(scripted)]
     driver = Driver(keep=os.environ.get("RLOCK_NETFAULTS_KEEP"))
     started = time.monotonic()
     try:

@@ -198,6 +198,81 @@ def test_a_loss_after_a_stall_during_the_wait_is_excused() -> None:
     assert any("told lost" in p for p in problems(stalled_wait))
 
 
+# The nemesis' faults (nemesis.py).
+
+
+def nesting(rows: List[Dict[str, Any]], at: float, re: bool = True) -> List[Dict[str, Any]]:
+    """`rows` of one holding with a nested acquire returning at `at` (ms),
+    before it lets go: `re`, it took the lock again."""
+    first = rows[0]["k"]
+    i = next(i for i, r in enumerate(rows) if r["k"] == first and r["e"] == "rel")
+    tok = rows[i]["tok"]
+    return rows[:i] + [{"e": "nested", "k": first, "tok": tok, "t": ms(at), **({"re": True} if re else {})}] + rows[i:]
+
+
+def test_an_entry_beside_a_holding_masters_forgot_needs_the_holder_told() -> None:
+    forgot = [Fault(ms(20), "forget", "any", for_ms=5, how="restart")]
+    # Masters forgot a's lock at 20; b got in at 50, while a still believed.
+    told = holding("a", 1, 0, 200, 201, out="notowned") + holding("b", 1, 50, 60, 61, wait=30)
+    report = check(told, TASKS, forgot, fencing=False)
+    assert report.problems == [] and report.figures["entries beside a holding masters forgot, told lost"] == 1
+    untold = holding("a", 1, 0, 200, 201) + holding("b", 1, 50, 60, 61, wait=30)
+    found = check(untold, TASKS, forgot, fencing=False).problems
+    assert any(p.startswith("[1]") and "never told" in p for p in found), found
+    # Masters that forgot before a asked for it excuse nothing.
+    late = holding("a", 1, 100, 300, 301, out="notowned", wait=90) + holding("b", 1, 150, 160, 161, wait=30)
+    assert any(p.startswith("[1]") for p in check(late, TASKS, forgot, fencing=False).problems)
+
+
+def test_a_re_entry_after_a_rival_entered_beside_a_forgotten_holding_fails() -> None:
+    forgot = [Fault(ms(20), "forget", "any", for_ms=5, how="restart")]
+    a = holding("a", 1, 0, 200, 201, out="notowned")
+    b = holding("b", 1, 50, 60, 61, wait=30)
+    # a re-entered at 100, after b's entry at 50: counted as a re-entry.
+    found = check(nesting(a, 100) + b, TASKS, forgot, fencing=False).problems
+    assert any(p.startswith("[1]") and "re-entered" in p for p in found), found
+    # One that was refused (a loss) or came before b's entry is no re-entry over it.
+    assert check(nesting(a, 100, re=False) + b, TASKS, forgot, fencing=False).problems == []
+    assert check(nesting(a, 40) + b, TASKS, forgot, fencing=False).problems == []
+
+
+def test_a_loss_told_while_masters_forgot_the_lock_is_excused() -> None:
+    early = holding("a", 1, 0, 100, 102, out="notowned")
+    assert any("told lost" in p for p in problems(early))
+    assert check(early, TASKS, [Fault(ms(50), "forget", "any", how="flush")], fencing=False).problems == []
+
+
+def test_a_wait_again_after_giving_up_while_leaving_was_dropped_may_wait_out_its_clean_up() -> None:
+    # c gave up at 300; its leaving's requests were dropped, and the client
+    # tries again in the background: its next wait first waits for that.
+    tasks = {**TASKS, "c": {"ttl_ms": 500, "rounds": [{"ttl_ms": 500, "timeout_ms": 300},
+                                                    {"ttl_ms": 5000, "timeout_ms": None}]}}
+    gave_up = [{"e": "wait", "k": "c", "t": ms(0)}, {"e": "waited", "k": "c", "t": ms(300), "out": "timeout"}]
+    rows = holding("a", 1, 0, 250, 251) + gave_up + holding("c", 2, 6000, 6100, 6101, wait=300)
+    dropped = [Fault(ms(300), "drop_request", "cmd")]
+    assert check(rows, tasks, dropped).problems == []
+    # Nothing dropped: nothing to wait out.
+    assert any("while the lock was free" in p for p in check(rows, tasks, []).problems)
+    # Another task's wait gets no such allowance.
+    other = holding("a", 1, 0, 250, 251) + gave_up + holding("b", 2, 6000, 6100, 6101, wait=300)
+    assert any(p.startswith("[3] b") for p in check(other, tasks, dropped).problems)
+    # The round's lease is the one its holding is held to.
+    assert check(rows, tasks, dropped).figures["holdings"] == 2
+
+
+def test_a_waiter_deaf_after_a_slot_moved_fails() -> None:
+    # The slot moved (or its master failed over) at 100, in 20 ms; a's release
+    # at 300 reached b only with the lease it had seen, 3 s later.
+    for what in ("migrate", "failover"):
+        moved = [Fault(ms(100), what, "any", for_ms=20)]
+        deaf = holding("a", 1, 0, 299, 300) + holding("b", 2, 3300, 3310, 3311, wait=50)
+        found = check(deaf, TASKS, moved).problems
+        assert any(p.startswith("[3] b") for p in found), found
+        # Subscribing again where the slot now lives takes a second at most.
+        heard = holding("a", 1, 0, 299, 300) + holding("b", 2, 1300, 1310, 1311, wait=50)
+        assert check(heard, TASKS, moved).problems == []
+
+
 # Read-write locks and semaphores.
 
 

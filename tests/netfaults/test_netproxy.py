@@ -129,3 +129,37 @@ def test_faults_on_pub_sub_connections_spare_command_ones(wire: Tuple[FaultProxy
     with pytest.raises((redis.ConnectionError, socket.error)):
         for _ in range(100):
             sub.get_message(timeout=0.05)
+
+
+def test_a_dropped_request_never_reaches_redis_while_its_window_lasts(
+        wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, direct, bg = wire
+    body = "return redis.call('INCR', KEYS[1])"
+    sha = direct.script_load(body)
+    before = proxy.injected["drop_request"]
+    now_on(bg, proxy.drop_request, "cmd", [sha.upper()], 400, b"unsent")
+    # Another script passes, and this one about another key...
+    assert client(proxy).eval("return redis.call('INCR', KEYS[1])   ", 1, "passed") == 1
+    assert client(proxy).evalsha(sha, 1, "passed") == 2
+    # ...the one picked never reaches Redis, by its SHA or its body, every time.
+    for _ in range(2):
+        with pytest.raises(redis.ConnectionError):
+            client(proxy).evalsha(sha, 1, "unsent")
+    with pytest.raises(redis.ConnectionError):
+        client(proxy).eval(body, 1, "unsent")
+    assert direct.get("unsent") is None
+    assert proxy.injected["drop_request"] == before + 3
+    time.sleep(0.5)  # the window ends
+    assert client(proxy).evalsha(sha, 1, "unsent") == 1
+
+
+def test_a_replication_link_is_no_fault_s_target(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, _, bg = wire
+    link = client(proxy)
+    link.execute_command("REPLCONF", "listening-port", "1")  # what a replica says to its master first
+    c = client(proxy)
+    ids = link.client_id(), c.client_id()
+    now_on(bg, proxy.reset, "any", "all")
+    # redis-py connects again unasked: a connection reset is one with a new id.
+    assert link.client_id() == ids[0]
+    assert c.client_id() != ids[1]

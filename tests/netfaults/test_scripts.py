@@ -8,7 +8,7 @@ import threading
 import rlock
 from rlock_test_support.servers import RedisServer
 
-from scripts import SHAS
+from scripts import MUTEX, SHAS
 
 
 def test_the_shared_scripts_redis_learns_are_the_ones_the_suite_picks() -> None:
@@ -29,5 +29,21 @@ def test_the_shared_scripts_redis_learns_are_the_ones_the_suite_picks() -> None:
             t.join()
         client.close()
         assert dict(zip(SHAS, server.redis.script_exists(*SHAS.values()))) == {name: True for name in SHAS}
+    finally:
+        server.stop()
+
+
+def test_a_mutex_waiter_leaving_the_line_sends_the_script_the_nemesis_drops() -> None:
+    server = RedisServer()
+    try:
+        assert server.redis.script_exists(*MUTEX.values()) == [False]
+        client = rlock.Client(f"redis://127.0.0.1:{server.port}")
+        lock = client.lock("scripts", ttl=5)
+        with lock:
+            t = threading.Thread(target=lambda: client.lock("scripts", fair=True).acquire(timeout=0.05))
+            t.start()
+            t.join()
+        client.close()
+        assert server.redis.script_exists(*MUTEX.values()) == [True]
     finally:
         server.stop()

@@ -73,6 +73,9 @@ async function runTask(client, task, rec) {
     return
   }
   const { asks } = sides
+  // Rounds (`task.rounds`, one owner waiting again with another lease) are
+  // the Python and Rust workers': a Node lock's owner is its handle.
+  if (task.start_ms) await sleep(task.start_ms)
   for (let i = 0; i < task.acquisitions; i++) {
     const side = task.sides?.[i]
     const lock = sides.side(side ?? 'write')
@@ -87,19 +90,23 @@ async function runTask(client, task, rec) {
     const tok = lock.fencingToken
     rec({ e: 'enter', k, n: name, tok, t: now() })
     const hold = uniform(task.hold_ms) * 1e6
-    const end = now() + hold
-    const middle = now() + hold / 2
+    const entered = now()
+    const end = entered + hold
+    const middle = entered + hold / 2
     let nested = false
     let halfway = false
-    if (task.nest) {
-      try {
-        nested = await inner.tryAcquire(asks)
-      } catch (e) {
-        rec({ e: 'note', k, n: name, t: now(), what: `nested acquire: ${outcome(e)}` })
-      }
-      rec({ e: 'nested', k, n: name, tok, t: now() })
-    }
+    // When the nested acquire comes (null: none, or done).
+    let nestAt = task.nest ? entered + (task.nest_at_ms ?? 0) * 1e6 : null
     for (;;) {
+      if (nestAt !== null && now() >= nestAt) {
+        nestAt = null
+        try {
+          nested = await inner.tryAcquire(asks)
+        } catch (e) {
+          rec({ e: 'note', k, n: name, t: now(), what: `nested acquire: ${outcome(e)}` })
+        }
+        rec({ e: 'nested', k, n: name, tok, t: now(), ...(nested ? { re: true } : {}) })
+      }
       const t = now()
       if (lock.lost) {
         rec({ e: 'lost', k, n: name, tok, t: now() })
@@ -128,6 +135,11 @@ async function runTask(client, task, rec) {
         }
       }
       await sleep(task.step_ms)
+    }
+    if (task.crash && lock.lost) {
+      // A crashed holder never lets go: its lease runs out in Redis.
+      rec({ e: 'exit', k, n: name, tok, t: now(), out: 'lost' })
+      continue
     }
     rec({ e: 'rel', k, n: name, tok, t: now() })
     let result = 'released'

@@ -21,8 +21,16 @@ The lock is the name's mutex (`kind` left out), a side of its read-write lock
 semaphore of `permits`. Each acquisition is held for a time drawn from
 `hold_ms`, checking the lease every `step_ms`; `nest` takes the lock a second
 time right after entering (with `nest_read`, a writer takes the read side) and
-gives that re-entry back halfway through the hold (a nested release); `extend`
-extends the lease by hand halfway through.
+gives that re-entry back halfway through the hold (a nested release), or with
+`nest_at_ms` that long into the hold (given back halfway if that is still to
+come, else when letting go); `extend` extends the lease by hand halfway
+through. Optional, for the nemesis (nemesis.py): `start_ms` delays the first
+wait; `rounds` (a mutex, Python and Rust workers only) gives each
+acquisition its own `ttl_ms`, `timeout_ms` and `hold_ms`, all of one owner
+(here the task's thread), as an owner waiting again with another lease does;
+`crash` never lets go of a holding it was told it lost (with `auto_renew`
+off and a hold past the lease: a holder that crashed), its exit recorded
+as lost.
 
 Records (JSON lines, stamps are CLOCK_MONOTONIC ns, comparable across the
 Python, Node and Rust workers):
@@ -31,7 +39,8 @@ Python, Node and Rust workers):
   waited  gave up (out: timeout | error:...)
   enter   holds it (tok: fencing token)
   nested  a nested acquire or release, or an extension, returned (each resets
-          the lease in Redis, so the lease runs at most its length from this stamp)
+          the lease in Redis, so the lease runs at most its length from this stamp);
+          re: true when it was a nested acquire that took the lock again
   step    a moment the holder still believed it held the lock: stamped *before*
           asking whether it was told the lease ended, and the answer was no
   lost    the first time it saw it was told the lease ended
@@ -112,8 +121,15 @@ def run_task(client: rlock.Client, task: Dict[str, Any], out: Records) -> None:
     except Exception as e:
         out.add(e="refused", k=k, n=name, t=now(), what=outcome(e))
         return
+    rounds = task.get("rounds")
+    if task.get("start_ms"):
+        time.sleep(task["start_ms"] / 1000)
     for i in range(task["acquisitions"]):
         side = task["sides"][i] if "sides" in task else None
+        if rounds:
+            # This thread's lock again, with this round's lease and timeout.
+            side_of = sides(client, {**task, **rounds[i]})
+        hold_ms = rounds[i].get("hold_ms", task["hold_ms"]) if rounds else task["hold_ms"]
         lock = side_of(side or "write")
         inner = side_of("read") if task.get("nest_read") else lock
         out.add(e="wait", k=k, n=name, t=now(), **({"side": side} if side else {}))
@@ -127,16 +143,20 @@ def run_task(client: rlock.Client, task: Dict[str, Any], out: Records) -> None:
             continue
         tok = lock.fencing_token
         out.add(e="enter", k=k, n=name, tok=tok, t=now())
-        hold = int(rng.uniform(*task["hold_ms"]) * 1e6)
-        end, middle = now() + hold, now() + hold // 2
+        hold = int(rng.uniform(*hold_ms) * 1e6)
+        entered = now()
+        end, middle = entered + hold, entered + hold // 2
         nested = halfway = False
-        if task.get("nest"):
-            try:
-                nested = inner.acquire(blocking=False)
-            except Exception as e:
-                out.add(e="note", k=k, n=name, t=now(), what=f"nested acquire: {outcome(e)}")
-            out.add(e="nested", k=k, n=name, tok=tok, t=now())
+        # When the nested acquire comes (None: none, or done).
+        nest_at = entered + int(task.get("nest_at_ms", 0) * 1e6) if task.get("nest") else None
         while True:
+            if nest_at is not None and now() >= nest_at:
+                nest_at = None
+                try:
+                    nested = inner.acquire(blocking=False)
+                except Exception as e:
+                    out.add(e="note", k=k, n=name, t=now(), what=f"nested acquire: {outcome(e)}")
+                out.add(e="nested", k=k, n=name, tok=tok, t=now(), **({"re": True} if nested else {}))
             t = now()
             if lock.lost:
                 out.add(e="lost", k=k, n=name, tok=tok, t=now())
@@ -160,6 +180,9 @@ def run_task(client: rlock.Client, task: Dict[str, Any], out: Records) -> None:
                         out.add(e="note", k=k, n=name, t=now(), what=f"extend: {outcome(e)}")
                     out.add(e="nested", k=k, n=name, tok=tok, t=now())
             time.sleep(task["step_ms"] / 1000)
+        if task.get("crash") and lock.lost:
+            out.add(e="exit", k=k, n=name, tok=tok, t=now(), out="lost")
+            continue
         out.add(e="rel", k=k, n=name, tok=tok, t=now())
         try:
             if nested:

@@ -194,8 +194,12 @@ async fn run_sharded(
     };
     let mut tick = tokio::time::interval(CONFIRM_WITHIN / 2);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut probe = tokio::time::interval(PROBE_EVERY);
+    probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut probed = 0usize;
     loop {
         let waiting = !feed.pending.is_empty();
+        let listening = !feed.subscribed.is_empty();
         tokio::select! {
             _ = shutdown.signalled() => return,
             push = pushes.recv() => {
@@ -220,6 +224,9 @@ async fn run_sharded(
                 let Some(w) = waiters.upgrade() else { return };
                 feed.unconfirmed(&w);
             }
+            _ = probe.tick(), if listening => {
+                probed = feed.probe(probed);
+            }
             channel = requests.recv() => {
                 let Some(channel) = channel else { return };
                 let Some(w) = waiters.upgrade() else { return };
@@ -232,6 +239,11 @@ async fn run_sharded(
 /// How long a sharded subscription may go without its confirming push
 /// before it is sent again; also the bound of each command a feed sends.
 const CONFIRM_WITHIN: Duration = Duration::from_secs(1);
+/// How often a feed checks that the slots of its channels are still served
+/// where redis-rs subscribed them, and how many channels (in turn) each
+/// time (see `Sharded::probe`).
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+const PROBES_AT_ONCE: usize = 4;
 
 /// The subscriptions of a sharded feed. Commands go out in tasks of their
 /// own, never awaited by the feed's loop: a node that does not answer holds
@@ -292,6 +304,35 @@ impl Sharded {
         });
         self.pending
             .insert(channel, (tokio::time::Instant::now(), after_drop));
+    }
+
+    /// Checks where the slots of some subscribed channels live (the next
+    /// `PROBES_AT_ONCE` from `from` on, in turn): a read of a key of each
+    /// slot, which a node that no longer serves it as master answers with
+    /// MOVED, and redis-rs then refreshes its slot map and subscribes its
+    /// channels again where their slots live (their waiters wake on that
+    /// confirmation). A master failed over to its replica does not always
+    /// drop its subscriptions, and one dropped may land again on the old
+    /// master, now a replica, which takes SSUBSCRIBE and hears the messages
+    /// while the scripts, counting subscribers on the master, find the
+    /// waiters in line dead. Where to start next time.
+    fn probe(&self, from: usize) -> usize {
+        let channels: Vec<&String> = self.subscribed.iter().collect();
+        let start = from % channels.len();
+        for channel in channels
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(PROBES_AT_ONCE.min(channels.len()))
+        {
+            let mut conn = self.conn.clone();
+            let read = redis::cmd("EXISTS").arg(channel.as_str()).to_owned();
+            tokio::spawn(async move {
+                let _ =
+                    tokio::time::timeout(CONFIRM_WITHIN, read.query_async::<i64>(&mut conn)).await;
+            });
+        }
+        start + PROBES_AT_ONCE
     }
 
     fn unsubscribe(&self, channel: String) {

@@ -271,14 +271,28 @@ impl RedisCluster {
                         .any(|l| l.contains("myself") && l.contains(&old_id))
             })
             .expect("a replica of the master serving the key");
-        let _: () = redis::cmd("CLUSTER")
-            .arg("FAILOVER")
-            .query(&mut self.nodes[replica].conn())
-            .unwrap();
-        wait_until(Duration::from_secs(30), "the replica promoted", || {
+        let promoted = || {
             self.master_of(key) == replica
                 && self.nodes[old].info("replication").contains("role:slave")
-        });
+        };
+        // Asked again while it has not happened: the masters refuse to vote
+        // for a failover of a master soon after an earlier one (twice the
+        // node timeout), and the replica then gives up on its own.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        'asked: loop {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .query(&mut self.nodes[replica].conn())
+                .unwrap();
+            let again = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < again {
+                if promoted() {
+                    break 'asked;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(Instant::now() < deadline, "the replica was never promoted");
+        }
         self.wait_healthy();
         replica
     }
