@@ -3,7 +3,7 @@
 // Cluster built from such servers, a Sentinel watching one, and waiting on a
 // condition until a deadline. The one place the Node tests start Redis.
 
-const { spawn, execFile } = require('node:child_process')
+const { spawn, execFile, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const os = require('node:os')
@@ -12,6 +12,37 @@ const tls = require('node:tls')
 const { promisify } = require('node:util')
 
 const run = promisify(execFile)
+
+/**
+ * The one name of the server binary: Debian's redis-server unless
+ * RLOCK_REDIS_SERVER names another (`make test-matrix` points it at Redis 6.2,
+ * 8.2 and Valkey 8.1 in .servers/), for every server, Sentinel included.
+ */
+const SERVER = process.env.RLOCK_REDIS_SERVER || 'redis-server'
+
+let version
+/** SERVER's [major, minor], from `--version` (Valkey numbers its own: every Valkey has what Redis 7.2 has). */
+function serverVersion() {
+  if (version === undefined) {
+    const out = execFileSync(SERVER, ['--version'], { encoding: 'utf8', timeout: 10000 })
+    const found = /v=(\d+)\.(\d+)/.exec(out)
+    if (found === null) throw new Error(`${SERVER} --version names no version: ${out}`)
+    version = [Number(found[1]), Number(found[2])]
+  }
+  return version
+}
+
+/**
+ * Throws, saying why, on a server too old for the lock's Cluster mode: sharded
+ * pub/sub (its release messages) and `--cluster-port` came with Redis 7.0
+ * (`make test-matrix` leaves the Cluster tests out on 6.2).
+ */
+function requireClusterSupport() {
+  const [major, minor] = serverVersion()
+  if (major < 7) {
+    throw new Error(`a Redis Cluster here needs Redis 7.0 or later (sharded pub/sub): ${SERVER} is ${major}.${minor}`)
+  }
+}
 
 /**
  * A loopback port nothing listens on now. Another process may take it before
@@ -67,6 +98,8 @@ async function waitFor(condition, { timeoutMs = 5000, intervalMs = 10, what = 'c
 
 /** How many times a start may find its port taken before it gives up. */
 const START_TRIES = 5
+/** The server's output, in its directory: why it exited, when it did. */
+const LOG = 'server.log'
 
 class RedisServer {
   /** Starts `redis-server` with extra arguments (say `--requirepass`). */
@@ -88,9 +121,14 @@ class RedisServer {
     // Test files run in parallel: a port found free can be bound by another
     // file's server first, and redis-server then exits. It starts again on
     // another port.
-    for (let tries = 0; tries < START_TRIES; tries++) {
-      const server = new RedisServer(await freePort(), dir, extra, useTls)
-      if (await server.#spawn()) return server
+    try {
+      for (let tries = 0; tries < START_TRIES; tries++) {
+        const server = new RedisServer(await freePort(), dir, extra, useTls)
+        if (await server.#spawn()) return server
+      }
+    } catch (err) {
+      fs.rmSync(dir, { recursive: true, force: true })
+      throw err
     }
     fs.rmSync(dir, { recursive: true, force: true })
     throw new Error(`redis-server found its port taken ${START_TRIES} times in a row`)
@@ -106,7 +144,12 @@ class RedisServer {
     this.password = extra.includes('--requirepass') ? extra[extra.indexOf('--requirepass') + 1] : undefined
   }
 
-  /** Starts the process and waits until it answers; false when it exited first (its port was taken). */
+  /**
+   * Starts the process and waits until it answers; false when it exited first
+   * because its port was taken. Any other reason to exit (an option this
+   * server does not know, a build without TLS) rejects at once, with the
+   * server's last words.
+   */
   async #spawn() {
     const port = String(this.port)
     const listen = this.tls
@@ -114,7 +157,10 @@ class RedisServer {
           '--tls-ca-cert-file', 'ca.crt', '--tls-auth-clients', 'no']
       : ['--port', port]
     const args = [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir]
-    const child = spawn('redis-server', [...args, ...this.extra], { stdio: 'ignore', cwd: this.dir })
+    const logPath = path.join(this.dir, LOG)
+    const log = fs.openSync(logPath, 'w')
+    const child = spawn(SERVER, [...args, ...this.extra], { stdio: ['ignore', log, log], cwd: this.dir })
+    fs.closeSync(log)
     this.child = child
     const failed = new Promise((_, reject) => {
       child.once('error', (e) => reject(new Error(`redis-server did not start (make test installs it): ${e.message}`)))
@@ -127,6 +173,12 @@ class RedisServer {
       return answered ? 'up' : undefined
     }
     const state = await Promise.race([failed, waitFor(settled, { timeoutMs: 10000, what: 'redis-server start' })])
+    if (state === 'exited') {
+      const said = fs.readFileSync(logPath, 'utf8').trim()
+      if (!said.includes('Address already in use')) {
+        throw new Error(`${SERVER} exited at start: ${said.split('\n').slice(-2).join(' / ') || '(it said nothing)'}`)
+      }
+    }
     return state === 'up'
   }
 
@@ -185,6 +237,7 @@ async function makeCertificates(dir) {
  */
 class RedisCluster {
   static async start(masters = 3) {
+    requireClusterSupport()
     const nodes = []
     try {
       for (let i = 0; i < masters; i++) {
@@ -195,7 +248,8 @@ class RedisCluster {
           '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000'))
       }
       const addrs = nodes.map((n) => `127.0.0.1:${n.port}`)
-      await run('redis-cli', ['--cluster', 'create', ...addrs, '--cluster-yes'])
+      // redis-cli waits for the nodes to agree with no deadline of its own.
+      await run('redis-cli', ['--cluster', 'create', ...addrs, '--cluster-yes'], { timeout: 60000 })
       const ok = async () =>
         (await Promise.all(nodes.map((n) => n.cli('CLUSTER', 'INFO')))).every((i) => i.includes('cluster_state:ok'))
       await waitFor(ok, { timeoutMs: 30000, intervalMs: 50, what: 'cluster_state:ok' })
@@ -242,7 +296,7 @@ class RedisSentinel extends RedisServer {
         path.join(dir, 'sentinel.conf'),
         `port ${port}\nbind 127.0.0.1\ndir ${dir}\nsentinel monitor ${name} 127.0.0.1 ${primary.port} 1\n${auth}`,
       )
-      const child = spawn('redis-server', ['sentinel.conf', '--sentinel'], { stdio: 'ignore', cwd: dir })
+      const child = spawn(SERVER, ['sentinel.conf', '--sentinel'], { stdio: 'ignore', cwd: dir })
       const sentinel = new RedisSentinel(port, dir, child)
       const master = async () => {
         if (!sentinel.running) return 'exited'

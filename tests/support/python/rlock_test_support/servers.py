@@ -3,7 +3,9 @@ suites, the demo and the benchmark start Redis."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -20,11 +22,18 @@ from .monitor import Monitor
 from .processes import die_with_parent
 from .waiting import wait_until
 
+# The one name of the server binary: Debian's redis-server unless
+# RLOCK_REDIS_SERVER names another (`make test-matrix` points it at Redis 6.2,
+# 8.2 and Valkey 8.1 in .servers/), for every server, Sentinel included.
+SERVER = os.environ.get("RLOCK_REDIS_SERVER") or "redis-server"
+
 # Tests, suites and other programs on the machine start servers at the same
 # time: a port found free can be taken by another server before this one
 # binds it, and redis-server then exits. It starts again on fresh ports.
 ATTEMPTS = 5
 START_WITHIN = 10.0
+# The server's output, in its directory: why it exited, when it did.
+LOG = "server.log"
 
 
 def free_port() -> int:
@@ -33,6 +42,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@functools.lru_cache(maxsize=None)
+def server_version() -> Tuple[int, int]:
+    """SERVER's (major, minor), from `--version` (Valkey numbers its own:
+    every Valkey has what Redis 7.2 has)."""
+    out = subprocess.run([SERVER, "--version"], capture_output=True, text=True, timeout=10, check=True).stdout
+    found = re.search(r"v=(\d+)\.(\d+)", out)
+    if found is None:
+        raise RuntimeError(f"{SERVER} --version names no version: {out!r}")
+    return int(found.group(1)), int(found.group(2))
+
+
+def require_cluster_support() -> None:
+    """Fails, saying why, on a server too old for the lock's Cluster mode:
+    sharded pub/sub (its release messages) and `--cluster-port` came with
+    Redis 7.0 (`make test-matrix` leaves the Cluster tests out on 6.2)."""
+    if server_version() < (7, 0):
+        raise RuntimeError(
+            f"a Redis Cluster here needs Redis 7.0 or later (sharded pub/sub): {SERVER} is "
+            f"{'.'.join(map(str, server_version()))}")
 
 
 class RedisServer:
@@ -55,6 +85,8 @@ class RedisServer:
         self.ca_file = os.path.join(self.dir, "ca.crt")
         self._extra = extra
         self._cluster = cluster
+        if cluster:
+            require_cluster_support()
         self._session: Dict[str, Any] = (
             {"start_new_session": True, "preexec_fn": die_with_parent} if own_session else {})
         if tls:
@@ -97,19 +129,28 @@ class RedisServer:
         if self._bus_port is not None:
             listen += ["--cluster-enabled", "yes", "--cluster-port", str(self._bus_port),
                        "--cluster-config-file", "nodes.conf"]
-        return ["redis-server", *listen, "--bind", "127.0.0.1",
+        return [SERVER, *listen, "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--dir", self.dir, *self._extra]
 
     def _start(self) -> bool:
         """Starts redis-server and waits until it answers; False when it
-        exited first (its port was taken)."""
-        self.proc = subprocess.Popen(
-            self.argv, cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **self._session)
+        exited first because its port was taken. Any other reason to exit (an
+        option this server does not know, a build without TLS) raises at
+        once, with the server's last words."""
+        log_path = os.path.join(self.dir, LOG)
+        with open(log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, **self._session)
         deadline = time.monotonic() + START_WITHIN
         while time.monotonic() < deadline:
             if self._answers():
                 return True
             if self.proc.poll() is not None:
+                with open(log_path, errors="replace") as log:
+                    said = log.read().strip()
+                if "Address already in use" not in said:
+                    last = " / ".join(said.splitlines()[-2:]) or "(it said nothing)"
+                    raise RuntimeError(f"{SERVER} exited at start: {last}")
                 return False
             time.sleep(0.01)
         self.stop()
@@ -195,7 +236,7 @@ class Sentinel(RedisServer):
     def _command(self) -> List[str]:
         # The port on the command line, not in the file: the file is written
         # once, whatever port each attempt tries.
-        return ["redis-server", os.path.join(self.dir, self.CONF), "--sentinel",
+        return [SERVER, os.path.join(self.dir, self.CONF), "--sentinel",
                 "--port", str(self.port), "--dir", self.dir, *self._extra]
 
     def _start(self) -> bool:

@@ -4,6 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::server::require_cluster_support;
 use crate::{free_port, wait_until, RedisServer};
 
 impl RedisServer {
@@ -11,6 +12,7 @@ impl RedisServer {
     /// refuse keys of different slots (CROSSSLOT), and it answers
     /// [`keyslot`](Self::keyslot).
     pub fn start_cluster_node() -> Self {
+        require_cluster_support();
         let args = |port: u16| {
             [
                 "--port",
@@ -71,6 +73,7 @@ pub struct RedisCluster {
 impl RedisCluster {
     /// `masters` masters, each with `replicas` replicas.
     pub fn start(masters: usize, replicas: usize) -> Self {
+        require_cluster_support();
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| {
                 // The bus port defaults to port + 10000, which may not exist
@@ -99,14 +102,27 @@ impl RedisCluster {
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
-        let status = Command::new("redis-cli")
+        let mut create = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
             .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status()
+            .spawn()
             .expect("redis-cli is installed with redis-server");
+        // redis-cli waits for the nodes to agree with no deadline of its own.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = create.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = create.kill();
+                let _ = create.wait();
+                panic!("redis-cli --cluster create did not finish within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         assert!(status.success(), "redis-cli --cluster create failed");
         let cluster = RedisCluster { nodes };
         cluster.wait_healthy();

@@ -11,10 +11,14 @@ impl RedisServer {
     /// Adds an ACL user allowed exactly `rules` (after `reset`), e.g.
     /// `["~rlock:*", "+evalsha"]`.
     pub fn add_user(&self, user: &str, password: &str, rules: &[&str]) {
+        // `reset` leaves a user every channel on Redis 6.2 (its default
+        // acl-pubsub-default, changed in 7.0), where `&pattern` is then an
+        // error: `resetchannels` makes the user's channels `rules`' alone.
         let _: () = redis::cmd("ACL")
             .arg("SETUSER")
             .arg(user)
             .arg("reset")
+            .arg("resetchannels")
             .arg("on")
             .arg(format!(">{password}"))
             .arg(rules)

@@ -2,9 +2,10 @@
 //! watching them, all stopped when dropped.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
+use crate::server::{fresh_dir, server_command};
 use crate::{free_port, wait_until, RedisServer};
 
 pub struct SentinelGroup {
@@ -28,8 +29,7 @@ impl SentinelGroup {
         let sentinels = (0..3)
             .map(|_| {
                 let port = free_port();
-                let dir = std::env::temp_dir().join(format!("rlock-sentinel-{}-{port}", std::process::id()));
-                std::fs::create_dir_all(&dir).unwrap();
+                let dir = fresh_dir("rlock-sentinel");
                 let conf = dir.join("sentinel.conf");
                 std::fs::write(
                     &conf,
@@ -46,7 +46,7 @@ impl SentinelGroup {
                     ),
                 )
                 .unwrap();
-                let child = Command::new("redis-server")
+                let child = server_command()
                     .arg(&conf)
                     .arg("--sentinel")
                     .stdout(Stdio::null())

@@ -3,11 +3,74 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::certificates::make_certificates;
 use crate::free_port;
+
+/// A command that runs the server binary: Debian's `redis-server` unless
+/// `RLOCK_REDIS_SERVER` names another (`make test-matrix` points it at Redis
+/// 6.2, 8.2 and Valkey 8.1 in `.servers/`). The one place that names it, for
+/// every server, Sentinel included.
+pub(crate) fn server_command() -> Command {
+    match std::env::var_os("RLOCK_REDIS_SERVER") {
+        Some(path) if !path.is_empty() => Command::new(path),
+        _ => Command::new("redis-server"),
+    }
+}
+
+/// The server binary's (major, minor), from `--version` (Valkey numbers its
+/// own: every Valkey has what Redis 7.2 has).
+pub(crate) fn server_version() -> (u32, u32) {
+    static VERSION: OnceLock<(u32, u32)> = OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let out = server_command()
+            .arg("--version")
+            .output()
+            .expect("redis-server must be installed (make test installs it)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix("v="))
+            .and_then(|v| {
+                let mut parts = v.split('.').map(|p| p.parse().ok());
+                Some((parts.next()??, parts.next()??))
+            })
+            .unwrap_or_else(|| panic!("the server's --version names no version: {text:?}"))
+    })
+}
+
+/// Panics, saying why, on a server too old for the lock's Cluster mode:
+/// sharded pub/sub (its release messages) and `--cluster-port` came with
+/// Redis 7.0 (`make test-matrix` leaves the Cluster tests out on 6.2).
+pub(crate) fn require_cluster_support() {
+    let (major, minor) = server_version();
+    assert!(
+        major >= 7,
+        "a Redis Cluster here needs Redis 7.0 or later (sharded pub/sub): the server is {major}.{minor}"
+    );
+}
+
+/// A directory made afresh under the system's temporary one: never another
+/// server's (two sharing one share a Cluster node's nodes.conf, and with it
+/// its node ID), nor one an earlier process left.
+pub(crate) fn fresh_dir(prefix: &str) -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return dir,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => panic!("cannot make {}: {e}", dir.display()),
+        }
+    }
+}
+
+/// The server's output, in its directory: why it exited, when it did.
+const LOG: &str = "server.log";
 
 pub struct RedisServer {
     pub port: u16,
@@ -69,9 +132,7 @@ impl RedisServer {
         args: impl Fn(u16) -> Vec<String>,
         prepare: impl FnOnce(&Path) -> Option<Vec<u8>>,
     ) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("rlock-test-{}-{}", std::process::id(), free_port()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir("rlock-test");
         let tls_ca = prepare(&dir);
         let port = free_port();
         let mut server = RedisServer {
@@ -103,17 +164,28 @@ impl RedisServer {
     }
 
     /// Starts the server and waits until it answers; false when it exited
-    /// first (its port was taken).
+    /// first because its port was taken. Any other reason to exit (an option
+    /// this server does not know, a build without TLS) fails at once, with
+    /// the server's last words.
     fn try_spawn(&mut self) -> bool {
-        let child = Command::new("redis-server")
+        let log_path = self.dir.join(LOG);
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut command = server_command();
+        command
             .args(["--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--enable-debug-command", "local", "--dir"])
+            .args(["--save", "", "--appendonly", "no"]);
+        // DEBUG (for `stall`) is refused to clients from 7.0 on unless enabled;
+        // 6.2 allows it and knows no such option.
+        if server_version() >= (7, 0) {
+            command.args(["--enable-debug-command", "local"]);
+        }
+        let child = command
+            .arg("--dir")
             .arg(&self.dir)
             .args(&self.args)
             .current_dir(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
             .spawn()
             .expect("redis-server must be installed (make test installs it)");
         self.child = Some(child);
@@ -127,6 +199,13 @@ impl RedisServer {
                 .is_some_and(|c| c.try_wait().is_ok_and(|status| status.is_some()));
             if exited {
                 self.child = None;
+                let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let lines: Vec<&str> = said.trim().lines().collect();
+                assert!(
+                    said.contains("Address already in use"),
+                    "the server exited at start: {}",
+                    lines[lines.len().saturating_sub(2)..].join(" / ")
+                );
                 return false;
             }
             if answered {
