@@ -205,7 +205,7 @@ def rival_gets(url: str, name: str) -> bool:
 
 
 def acquire(client: rlock.Client, name: str, synced: bool) -> rlock.Lock:
-    lock = client.lock(name, ttl=TTL, timeout=10, sync_replicas=1 if synced else None)
+    lock = client.lock(name, ttl=TTL, blocking_timeout=10, sync_replicas=1 if synced else None)
     if not lock.acquire():
         raise RuntimeError(f"{name}: not acquired on a healthy primary")
     return lock

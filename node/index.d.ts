@@ -81,6 +81,17 @@ export interface PermitsOptions {
 
 export interface SemaphoreAcquireOptions extends AcquireOptions, PermitsOptions {}
 
+/** The bounds of a run-once job (`client.runOnce()`), in milliseconds. */
+export interface JobOptions {
+  /** From the job's start, how long nobody runs it again, however soon it ends (default 0). */
+  atLeastMs?: number
+  /** The longest its lock is renewed while it runs (default an hour); past it the lock is lost. */
+  atMostMs?: number
+}
+
+/** What `client.runOnce()` resolves: the job's value where it ran, or that it ran elsewhere this period. */
+export type RunOnce<T> = { ran: true; value: T; fencingToken: number } | { ran: false }
+
 export interface CacheOptions {
   /** How long an entry stays fresh, in milliseconds (less up to `jitter` of it). Required. */
   ttlMs: number
@@ -107,7 +118,7 @@ export interface CacheOptions {
 }
 
 /** Why a lease was lost, as the 'lost' event and `stats().lost` name it. */
-export type LostReason = 'expired' | 'held_by_another' | 'unreachable' | 'max_hold' | 'lease_ended' | 'closed'
+export type LostReason = 'expired' | 'held_by_another' | 'unreachable' | 'max_hold' | 'lease_ended' | 'closed' | 'forced'
 
 /** The events a `Client` emits, each with one details object. */
 export interface ClientEvents {
@@ -238,6 +249,16 @@ export declare class Client extends EventEmitter<ClientEvents> {
    * `CacheLoaderError` when the rebuild this caller waited for failed.
    */
   cached<T>(key: string, loader: () => T | PromiseLike<T>, options: CacheOptions): Promise<T | undefined>
+  /**
+   * Runs `fn` as the run-once job `name` if this process takes its lock (one attempt, never a
+   * wait), the others resolving `{ ran: false }` at once; the lock stays taken until `atLeastMs`
+   * after the start, renewed while `fn` runs for at most `atMostMs`.
+   */
+  runOnce<T>(
+    name: string,
+    fn: (job: { fencingToken: number }) => T | PromiseLike<T>,
+    options?: JobOptions,
+  ): Promise<RunOnce<Awaited<T>>>
   /** Deletes the cache entry `key` (true when there was one): the next read rebuilds it. */
   invalidate(key: string): Promise<boolean>
   /** Who holds the lock `name` and who waits for it, as Redis has it now. */
@@ -341,7 +362,7 @@ export declare class LockTimeoutError extends LockError {
 
 export declare class LockNotOwnedError extends LockError {
   readonly code: 'ERR_LOCK_NOT_OWNED'
-  readonly reason: 'not acquired by this owner' | 'already released' | 'expired' | 'held by another owner'
+  readonly reason: 'not acquired by this owner' | 'already released' | 'expired' | 'held by another owner' | 'forced'
 }
 
 export declare class LockLostError extends LockError {

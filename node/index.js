@@ -158,6 +158,7 @@ const ACQUIRE_OPTIONS = ['signal']
 const SEMAPHORE_OPTIONS = [...LOCK_OPTIONS, 'permits']
 const PERMITS_OPTIONS = [...ACQUIRE_OPTIONS, 'permits']
 const CACHE_OPTIONS = native.cacheOptionNames()
+const JOB_OPTIONS = native.jobOptionNames()
 const CONNECT_OPTIONS = ['prefix', 'cluster', 'tlsCa']
 const FROM_IOREDIS_OPTIONS = ['prefix', 'tlsCa']
 
@@ -487,6 +488,34 @@ class Client extends EventEmitter {
         cacheRefresh(key, read.rebuild, loader)
         return cacheValue(key, read)
     }
+  }
+
+  /**
+   * Runs `fn({ fencingToken })` as the run-once job `name`: here, if this
+   * process takes the job's lock (one attempt, never a wait), resolving
+   * `{ ran: true, value, fencingToken }`; else at once `{ ran: false }`. The
+   * lock stays taken until `atLeastMs` after the start (default 0), also when
+   * `fn` rejects, so nobody runs the job again this period; it is renewed
+   * while `fn` runs, for at most `atMostMs` (default an hour), past which it
+   * is lost (`LockLostError`, once `fn` is done) and another process may run
+   * the job. Bad arguments reject before any I/O.
+   */
+  async runOnce(name, fn, options) {
+    expectName(name)
+    expect(typeof fn === 'function', 'fn', 'a function', fn)
+    const job = await this.#native.startJob(name, optionsObject(options, 'options', JOB_OPTIONS))
+    if (job === null) return { ran: false }
+    const fencingToken = job.fencingToken
+    let value
+    try {
+      value = await fn({ fencingToken })
+    } catch (e) {
+      // The job's lock is kept all the same: the next run is next period's.
+      await job.finish().catch(() => {})
+      throw e
+    }
+    await job.finish()
+    return { ran: true, value, fencingToken }
   }
 
   /**

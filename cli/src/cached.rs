@@ -135,7 +135,8 @@ pub async fn run(args: CachedArgs) -> u8 {
     let checked = args
         .cache_args()
         .check()
-        .and_then(|options| validate::cache_key(&args.key).map(|()| options));
+        .and_then(|options| validate::cache_key(&args.key).map(|()| options))
+        .and_then(|options| args.connection.for_cache().map(|()| options));
     let options = match checked {
         Ok(o) => o,
         Err(e) => return fail(&e),
@@ -208,7 +209,7 @@ pub async fn run(args: CachedArgs) -> u8 {
 }
 
 pub async fn invalidate(args: InvalidateArgs) -> u8 {
-    if let Err(e) = validate::cache_key(&args.key) {
+    if let Err(e) = validate::cache_key(&args.key).and_then(|()| args.connection.for_cache()) {
         return fail(&e);
     }
     let client = match args.connection.client().await {

@@ -37,5 +37,7 @@ fn flag(option: Opt) -> &'static str {
         Opt::Early => "--early",
         Opt::OnError => "--on-error",
         Opt::LockTtl => "--lock-ttl",
+        Opt::AtLeast => "--at-least",
+        Opt::AtMost => "--at-most",
     }
 }

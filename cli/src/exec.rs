@@ -12,11 +12,12 @@
 
 use std::ffi::OsString;
 use std::process::ExitStatus;
+use std::time::Duration;
 
 use clap::Args;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use rlock_core::{validate, Error, Kind, LockArgs, Unit};
+use rlock_core::{validate, Error, Kind, Lock, LockArgs, LostReason, Unit};
 
 use crate::command::{self, Signals};
 use crate::error::fail;
@@ -93,10 +94,26 @@ pub struct ExecArgs {
     words: Vec<OsString>,
 }
 
-/// The lock name and the command, as `rlock exec` was given them.
+/// The long flag of `rlock exec` nearest to the unknown `given` (the
+/// core's choice, as for every face's misspelt option).
+fn closest_flag(given: &str) -> Option<String> {
+    let command = <ExecArgs as Args>::augment_args(clap::Command::new("exec"));
+    let flags: Vec<&str> = command
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .collect();
+    let given = given
+        .trim_start_matches('-')
+        .split('=')
+        .next()
+        .unwrap_or_default();
+    rlock_core::closest_option(given, &flags).map(|f| format!("--{f}"))
+}
+
+/// The lock name and the command, as `rlock exec` (or `once`) was given them.
 #[derive(Debug, PartialEq)]
-struct Invocation {
-    name: String,
+pub(crate) struct Invocation {
+    pub(crate) name: String,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -105,7 +122,10 @@ impl Invocation {
     /// Splits the words after the options into NAME and the command:
     /// `NAME [--] CMD [ARGS]...`, or with `-c COMMAND` NAME alone (or
     /// flock's `NAME -c COMMAND`).
-    fn of(words: &[OsString], shell_command: Option<&OsString>) -> Result<Invocation, String> {
+    pub(crate) fn of(
+        words: &[OsString],
+        shell_command: Option<&OsString>,
+    ) -> Result<Invocation, String> {
         let (name, rest) = words.split_first().ok_or("a lock name is needed")?;
         let name = name
             .to_str()
@@ -114,8 +134,10 @@ impl Invocation {
         if name.starts_with('-') {
             // The options end at NAME, so an option rlock does not know
             // lands here.
+            let near =
+                closest_flag(&name).map_or(String::new(), |f| format!("did you mean '{f}'? "));
             return Err(format!(
-                "unknown option '{name}' (see rlock exec --help); a lock name cannot start with '-'"
+                "unknown option '{name}' ({near}see rlock exec --help); a lock name cannot start with '-'"
             ));
         }
         let shell = |command: &OsString| Invocation {
@@ -220,7 +242,7 @@ pub async fn run(args: ExecArgs) -> u8 {
     };
     let held = match held {
         Ok(h) => h,
-        Err(Error::Timeout { cause: None, .. }) => {
+        Err(Error::Timeout { cause: None, .. } | Error::Busy { .. }) => {
             eprintln!(
                 "rlock: lock {:?} is held by someone else; not running the command",
                 target.name
@@ -235,15 +257,41 @@ pub async fn run(args: ExecArgs) -> u8 {
         }
         Err(e) => return fail(&e),
     };
+    match run_under(&lock, &target, held.fencing_token, grace, &mut signals).await {
+        Ok(ran) => ended(lock.finish().await, ran),
+        Err(code) => {
+            let _ = lock.release().await;
+            code
+        }
+    }
+}
+
+/// How CMD ended under a lock: rlock's exit status for it, and the reason
+/// the lease was lost while it ran, if it was.
+pub(crate) struct Ran {
+    code: u8,
+    lost: Option<LostReason>,
+}
+
+/// Runs CMD while `lock` is held (its fencing token in RLOCK_FENCING_TOKEN),
+/// forwarding rlock's signals to it; if the lease is lost meanwhile, CMD
+/// gets SIGTERM, then SIGKILL after `grace`. `Err` with rlock's exit status
+/// when CMD could not be started (the caller ends the holding).
+pub(crate) async fn run_under(
+    lock: &Lock,
+    target: &Invocation,
+    fence: u64,
+    grace: Duration,
+    signals: &mut Signals,
+) -> Result<Ran, u8> {
     let spawned = command::tied(&target.program, &target.args)
-        .env("RLOCK_FENCING_TOKEN", held.fencing_token.to_string())
+        .env("RLOCK_FENCING_TOKEN", fence.to_string())
         .spawn();
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            let _ = lock.release().await;
             eprintln!("rlock: cannot run {:?}: {e}", target.program);
-            return command::not_started(&e);
+            return Err(command::not_started(&e));
         }
     };
     let pid = child.id().map(|id| Pid::from_raw(id as i32));
@@ -281,11 +329,20 @@ pub async fn run(args: ExecArgs) -> u8 {
             exit::LOST
         }
     };
-    match lock.finish().await {
-        Ok(()) if lost_reason.is_none() => code,
+    Ok(Ran {
+        code,
+        lost: lost_reason,
+    })
+}
+
+/// rlock's exit status once the holding CMD ran under has ended
+/// (`finished`): CMD's own, or 70 when the lease was lost meanwhile.
+pub(crate) fn ended(finished: rlock_core::Result<()>, ran: Ran) -> u8 {
+    match finished {
+        Ok(()) if ran.lost.is_none() => ran.code,
         Ok(()) => exit::LOST,
         Err(e @ Error::Lost { .. }) => {
-            if lost_reason.is_none() {
+            if ran.lost.is_none() {
                 eprintln!("rlock: {e}");
             }
             exit::LOST
@@ -294,7 +351,7 @@ pub async fn run(args: ExecArgs) -> u8 {
             // The command ran under the lock; a failed release only shortens
             // nothing (the lease ends on its own), so report and keep its status.
             eprintln!("rlock: release failed ({e}); the lease will expire on its own");
-            code
+            ran.code
         }
     }
 }

@@ -48,7 +48,7 @@ Exit status:
 /// The exit status for a core error.
 pub fn for_error(e: &Error) -> u8 {
     match e {
-        Error::Timeout { .. } => NOT_ACQUIRED,
+        Error::Timeout { .. } | Error::Busy { .. } => NOT_ACQUIRED,
         // `rlock` closes its client only on its way out.
         Error::Connection(_) | Error::Closed => UNAVAILABLE,
         // (One `rlock exec` holds one side only: it never asks an upgrade.)

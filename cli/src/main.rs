@@ -10,12 +10,14 @@ mod exec;
 mod exit;
 mod holder;
 mod list;
+mod once;
 mod status;
 mod unlock;
 mod watch;
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -37,6 +39,11 @@ enum Command {
     /// Take the lock NAME, run CMD while holding it (renewed while CMD runs), release it.
     #[command(after_help = exit::TABLE)]
     Exec(exec::ExecArgs),
+    /// Run CMD as a run-once job: on the one machine that takes NAME first, the
+    /// others skipping it at once; nobody runs it again until --at-least seconds
+    /// after it started.
+    #[command(after_help = exit::TABLE)]
+    Once(once::OnceArgs),
     /// Show whether NAME is held, its remaining lease, re-entry count and fencing token.
     #[command(after_help = exit::TABLE)]
     Status(status::StatusArgs),
@@ -93,6 +100,12 @@ impl Connection {
         self.client().await
     }
 
+    /// A cache needs one deployment: several `--url` without `--cluster`
+    /// (a Redlock) are refused before any I/O.
+    fn for_cache(&self) -> rlock_core::Result<()> {
+        rlock_core::validate::cache_servers(self.url.len(), self.cluster)
+    }
+
     /// What inspection sees of the lock `name` now, and the client that
     /// read it.
     async fn inspect(&self, name: &str) -> Result<(Client, rlock_core::Inspection), u8> {
@@ -128,10 +141,14 @@ fn main() -> ExitCode {
     }));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+        // --help, --version, and the help a bare `rlock` gets.
+        Err(e) if !e.use_stderr() || e.kind() == DisplayHelpOnMissingArgumentOrSubcommand => {
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { 0 });
+        }
+        Err(e) => {
+            eprintln!("rlock: {}", usage_error(&e.render().to_string()));
+            return ExitCode::from(exit::USAGE);
         }
     };
     if cli.verbose > 0 {
@@ -150,6 +167,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli.command {
             Command::Exec(args) => exec::run(args).await,
+            Command::Once(args) => once::run(args).await,
             Command::Status(args) => status::run(args).await,
             Command::Cached(args) => cached::run(args).await,
             Command::Invalidate(args) => cached::invalidate(args).await,
@@ -159,6 +177,38 @@ fn main() -> ExitCode {
         }
     });
     ExitCode::from(code)
+}
+
+/// clap's report of a bad command line, which spans several lines
+/// (`error: ...`, its tips, the usage, where to read more), as one line
+/// like every other error of `rlock`: the error, its tips, the usage.
+fn usage_error(rendered: &str) -> String {
+    let mut parts = Vec::new();
+    let mut usage = None;
+    for paragraph in rendered.split("\n\n") {
+        let text = paragraph
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if let Some(error) = text.strip_prefix("error: ") {
+            parts.push(error.to_owned());
+        } else if let Some(u) = text.strip_prefix("Usage: ") {
+            usage = Some(u.to_owned());
+        } else if text.starts_with("tip: ") {
+            parts.push(text);
+        }
+    }
+    // Where to read more: the subcommand's own help, when the usage names it.
+    let command = usage
+        .as_deref()
+        .and_then(|u| u.split([' ', '[', '<']).nth(1).filter(|w| !w.is_empty()))
+        .map_or("rlock".to_owned(), |sub| format!("rlock {sub}"));
+    if let Some(usage) = usage {
+        parts.push(format!("usage: {usage}"));
+    }
+    format!("{} (more: {command} --help)", parts.join("; "))
 }
 
 /// The core's events on stderr (the commands' own output stays on stdout).

@@ -1407,3 +1407,133 @@ async fn a_waiter_stopped_by_a_signal_leaves_the_line_before_it_exits() {
         assert_eq!(line, 0, "a waiter left in line after {signal}");
     }
 }
+
+#[tokio::test]
+async fn once_runs_a_job_on_one_machine_per_period_and_the_others_skip_at_once() {
+    let redis = RedisServer::start();
+    let dir = scratch("once");
+    let ran = dir.join("ran");
+    // Three "machines" whose cron fires at once: CMD appends a line.
+    let job = format!("echo $RLOCK_FENCING_TOKEN >> {}; sleep 0.5", ran.display());
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            rlock(&redis)
+                .args(["once", "--at-least", "2", "nightly-report", "-c", &job])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for call in calls {
+        let out = finished(call).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let lines = std::fs::read_to_string(&ran).unwrap();
+    assert_eq!(lines.lines().count(), 1, "ran {lines:?}");
+    // Within --at-least of its start: skipped, exit --skip-exit's CODE.
+    let out = run(
+        &redis,
+        &[
+            "once",
+            "--at-least",
+            "2",
+            "--skip-exit",
+            "3",
+            "nightly-report",
+            "--",
+            "true",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let pttl: i64 = redis.conn().pttl("rlock:{nightly-report}").unwrap();
+    assert!((1..=2000).contains(&pttl), "kept for {pttl} ms");
+    // After it, the next one runs, under a larger token.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            !redis
+                .conn()
+                .exists::<_, bool>("rlock:{nightly-report}")
+                .unwrap()
+        })
+        .await
+    );
+    let out = run(
+        &redis,
+        &["once", "--at-least", "2", "nightly-report", "-c", &job],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let tokens: Vec<u64> = std::fs::read_to_string(&ran)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 2);
+    assert!(tokens[1] > tokens[0], "{tokens:?}");
+    // Bad bounds are usage errors.
+    let out = run(
+        &redis,
+        &[
+            "once",
+            "--at-least",
+            "10",
+            "--at-most",
+            "5",
+            "x",
+            "--",
+            "true",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--at-least"), "{}", stderr(&out));
+}
+
+/// clap's own errors (an unknown flag, a missing argument, a value of the
+/// wrong type, a misspelt subcommand) read like every other error of
+/// `rlock`: one line starting `rlock: `, exit 64, its hint kept.
+#[tokio::test]
+async fn every_usage_error_is_one_line_starting_rlock_with_its_hint() {
+    let redis = RedisServer::start();
+    let rows: [(&[&str], &str); 5] = [
+        (&["exec", "--bogus", "x", "true"], "--bogus"),
+        (&["status"], "<NAME>"),
+        (&["exec", "--ttl", "abc", "x", "true"], "--ttl"),
+        (&["exec", "--tll", "5", "x", "true"], "--ttl"),
+        (&["stauts", "x"], "status"),
+    ];
+    for (args, hint) in rows {
+        let out = run(&redis, args).await;
+        let err = stderr(&out);
+        assert_eq!(code(&out), 64, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("rlock: "), "{args:?}: {err}");
+        assert!(err.contains(hint), "{args:?} hints at {hint}: {err}");
+        assert!(err.contains("--help"), "{args:?}: {err}");
+    }
+    // Help is no error: on stdout, exit 0.
+    let out = run(&redis, &["exec", "--help"]).await;
+    assert_eq!(code(&out), 0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage:"));
+}
+
+/// A cache over several masters (a Redlock) is refused before any I/O:
+/// the same usage error whether the masters are up or down.
+#[tokio::test]
+async fn cached_over_several_masters_is_refused_before_connecting() {
+    let down: Vec<String> = (0..3)
+        .map(|_| format!("redis://127.0.0.1:{}", free_port()))
+        .collect();
+    let up = Masters::start(3);
+    for urls in [down, up.urls()] {
+        for (sub, args) in [
+            ("cached", &["--ttl", "5", "k", "--", "echo", "v"][..]),
+            ("invalidate", &["k"][..]),
+        ] {
+            let out = run_on(sub, &urls, args).await;
+            assert_eq!(code(&out), 64, "{sub} {urls:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains("not Redlock"), "{}", stderr(&out));
+        }
+    }
+}

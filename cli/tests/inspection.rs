@@ -291,3 +291,98 @@ async fn a_killed_holders_registration_runs_out_with_its_lease() {
         "the lock's lease (2 s) ran out first"
     );
 }
+
+/// `rlock status` of a lock whose holder was SIGKILLed: its lease still
+/// runs, and the holder line says that its pid no longer runs here; once
+/// its registration is gone too, it says that instead of showing a pid.
+#[tokio::test]
+async fn status_says_when_a_killed_holder_is_gone() {
+    let redis = RedisServer::start();
+    let mut holder = rlock(&redis)
+        .args(["exec", "--ttl", "20", "gone", "--", "sleep", "120"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = holder.id().unwrap();
+    let client = Client::connect(&redis.url()).await.unwrap();
+    let mut party = None;
+    for _ in 0..500 {
+        party = client.inspect("gone").await.unwrap().holder;
+        if party.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let party = party.expect("the CLI took the lock");
+    let out = run(&redis, &["status", "gone"]).await;
+    let shown = text(&out.stdout);
+    assert!(shown.contains(&format!("pid {pid} (cli) unit")), "{shown}");
+
+    killpg(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+    holder.wait().await.unwrap();
+    let out = run(&redis, &["status", "gone"]).await;
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains(&format!(
+            "pid {pid} (cli, exited: no such process on this host) unit"
+        )),
+        "{shown}"
+    );
+
+    let key = format!("rlock:client:{{{}}}", party.client_id);
+    let _: () = redis.conn().del(&key).unwrap();
+    let out = run(&redis, &["status", "gone"]).await;
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("(its client no longer registered: it exited or lost Redis)"),
+        "{shown}"
+    );
+    assert!(!shown.contains(&format!("pid {pid}")), "{shown}");
+}
+
+/// An operator's forced release reaches its holder by its own name: the
+/// holder's release, before any renewal, is refused as `forced`, and its
+/// scope ends lost as `forced`.
+#[tokio::test]
+async fn a_forced_unlock_reaches_the_holder_as_forced() {
+    let redis = RedisServer::start();
+    let holder = Client::connect(&redis.url()).await.unwrap();
+    let ended = forced_out(&redis, &holder, "forced").await.finish().await;
+    assert!(
+        matches!(
+            ended,
+            Err(rlock_core::Error::Lost {
+                reason: LostReason::Forced,
+                ..
+            })
+        ),
+        "{ended:?}"
+    );
+
+    let refused = forced_out(&redis, &holder, "forced").await.release().await;
+    assert!(
+        matches!(
+            refused,
+            Err(rlock_core::Error::NotOwned {
+                reason: rlock_core::NotOwnedReason::Forced,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        rlock_core::NotOwnedReason::Forced.as_str(),
+        "forced",
+        "the reason every face shows"
+    );
+}
+
+/// `holder`'s lock on `name` (a 20 s lease, so no renewal comes before the
+/// test is done), which an operator then freed with `rlock unlock --force`.
+async fn forced_out(redis: &RedisServer, holder: &Client, name: &str) -> rlock_core::Lock {
+    let lock = holder.lock_with(name, leased(20)).unwrap();
+    lock.acquire(Wait::Once).await.unwrap();
+    let out = run(redis, &["unlock", "--force", "--yes", name]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    lock
+}

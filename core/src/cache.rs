@@ -151,6 +151,16 @@ where
     }
 }
 
+/// Refuses, before connecting, a cache over `urls` servers that would be a
+/// Redlock (several masters, not the seeds of one Cluster): each master
+/// would keep an entry of its own.
+pub fn cache_servers(urls: usize, cluster: bool) -> Result<()> {
+    match urls > 1 && !cluster {
+        true => Err(redlock_refused()),
+        false => Ok(()),
+    }
+}
+
 /// See [`Client::invalidate`].
 pub(crate) async fn invalidate(client: &Client, key: &str) -> Result<bool> {
     crate::options::cache_key(key)?;

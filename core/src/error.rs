@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::options::Wait;
+
 /// Why an operation found that the caller does not hold the lock: what this
 /// client knows of the owner's own holdings (it remembers the last releases
 /// it reported, a bounded number) combined with what Redis answered.
@@ -23,6 +25,9 @@ pub enum NotOwnedReason {
     /// This owner held the lock and another owner holds it now (or a key of
     /// another type sits there).
     HeldByAnother,
+    /// This owner held the lock and an operator ended that holding
+    /// (`rlock unlock --force`).
+    Forced,
 }
 
 impl NotOwnedReason {
@@ -33,6 +38,7 @@ impl NotOwnedReason {
             NotOwnedReason::AlreadyReleased => "already released",
             NotOwnedReason::Expired => "expired",
             NotOwnedReason::HeldByAnother => "held by another owner",
+            NotOwnedReason::Forced => "forced",
         }
     }
 
@@ -42,6 +48,7 @@ impl NotOwnedReason {
         match self {
             NotOwnedReason::Expired => Some(LostReason::Expired),
             NotOwnedReason::HeldByAnother => Some(LostReason::HeldByAnother),
+            NotOwnedReason::Forced => Some(LostReason::Forced),
             NotOwnedReason::NotAcquired | NotOwnedReason::AlreadyReleased => None,
         }
     }
@@ -69,17 +76,20 @@ pub enum LostReason {
     /// The client was closed while the lock was held: `close()` gave it back
     /// (or, when Redis did not answer, left it to expire with its lease).
     Closed,
+    /// An operator ended the holding (`rlock unlock --force`).
+    Forced,
 }
 
 impl LostReason {
     /// Every reason, in declaration order.
-    pub const ALL: [LostReason; 6] = [
+    pub const ALL: [LostReason; 7] = [
         LostReason::Expired,
         LostReason::HeldByAnother,
         LostReason::Unreachable,
         LostReason::MaxHold,
         LostReason::LeaseEnded,
         LostReason::Closed,
+        LostReason::Forced,
     ];
 
     /// The reason as one word for metrics labels and log fields.
@@ -91,6 +101,7 @@ impl LostReason {
             LostReason::MaxHold => "max_hold",
             LostReason::LeaseEnded => "lease_ended",
             LostReason::Closed => "closed",
+            LostReason::Forced => "forced",
         }
     }
 
@@ -102,6 +113,7 @@ impl LostReason {
             LostReason::MaxHold => "max_hold was reached",
             LostReason::LeaseEnded => "the lease ran out as auto-renew is off",
             LostReason::Closed => "the client was closed",
+            LostReason::Forced => "an operator forced its release (rlock unlock --force)",
         }
     }
 
@@ -109,6 +121,7 @@ impl LostReason {
     pub fn not_owned(self) -> NotOwnedReason {
         match self {
             LostReason::HeldByAnother => NotOwnedReason::HeldByAnother,
+            LostReason::Forced => NotOwnedReason::Forced,
             _ => NotOwnedReason::Expired,
         }
     }
@@ -127,6 +140,11 @@ pub enum Error {
     /// single attempt). `cause` carries node errors when a quorum was missed.
     #[error("lock {name:?} was not acquired before the deadline{}", cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default())]
     Timeout { name: String, cause: Option<String> },
+    /// A single attempt ([`Wait::Once`]) found the lock held by someone
+    /// else: a timeout with no deadline, in the same category (see
+    /// [`Error::of_wait`]).
+    #[error("lock {name:?} is held by someone else")]
+    Busy { name: String },
     /// Release or extend of a lock this owner does not hold.
     #[error("lock {name:?} is not held by this owner: {reason}")]
     NotOwned {
@@ -178,10 +196,20 @@ impl Error {
         })
     }
 
+    /// What an acquisition that waited as `wait` allows ended in, said as
+    /// such: a single attempt that found the lock busy passed no deadline,
+    /// so its timeout is [`Error::Busy`]. Anything else is left as it is.
+    pub fn of_wait(self, wait: Wait) -> Self {
+        match self {
+            Error::Timeout { name, cause: None } if wait.is_once() => Error::Busy { name },
+            other => other,
+        }
+    }
+
     /// The stable category name shared by every face.
     pub fn category(&self) -> &'static str {
         match self {
-            Error::Timeout { .. } => "timeout",
+            Error::Timeout { .. } | Error::Busy { .. } => "timeout",
             Error::NotOwned { .. } => "not owner",
             Error::Lost { .. } => "lost",
             Error::Connection(_) => "connection",
@@ -225,6 +253,10 @@ pub enum Opt {
     OnError,
     /// The lease of a cache entry's rebuild lock.
     LockTtl,
+    /// How long a run-once job's lock is kept from its start at the least.
+    AtLeast,
+    /// How long a run-once job's lock is renewed while it runs at the most.
+    AtMost,
 }
 
 impl Opt {
@@ -248,6 +280,8 @@ impl Opt {
             Opt::Early => "early",
             Opt::OnError => "on_error",
             Opt::LockTtl => "lock_ttl",
+            Opt::AtLeast => "at_least",
+            Opt::AtMost => "at_most",
         }
     }
 }
@@ -280,5 +314,45 @@ impl Invalid {
 impl fmt::Display for Invalid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.spelled(Opt::name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_single_attempt_that_found_the_lock_held_names_no_deadline() {
+        let timeout = |cause: Option<&str>| Error::Timeout {
+            name: "report".into(),
+            cause: cause.map(str::to_owned),
+        };
+        for once in [Wait::Once, Wait::For(Duration::ZERO)] {
+            let busy = timeout(None).of_wait(once);
+            assert_eq!(busy.to_string(), "lock \"report\" is held by someone else");
+            assert_eq!(busy.category(), "timeout");
+        }
+        for waited in [Wait::For(Duration::from_secs(1)), Wait::Forever] {
+            assert_eq!(
+                timeout(None).of_wait(waited).to_string(),
+                "lock \"report\" was not acquired before the deadline"
+            );
+        }
+        // A missed quorum says why, whatever the wait.
+        assert!(matches!(
+            timeout(Some("2 of 3 masters")).of_wait(Wait::Once),
+            Error::Timeout { cause: Some(_), .. }
+        ));
+    }
+
+    #[test]
+    fn a_forced_release_is_its_own_reason_in_every_face() {
+        assert_eq!(NotOwnedReason::Forced.as_str(), "forced");
+        assert_eq!(NotOwnedReason::Forced.lost(), Some(LostReason::Forced));
+        assert_eq!(LostReason::Forced.code(), "forced");
+        assert_eq!(LostReason::Forced.not_owned(), NotOwnedReason::Forced);
+        assert!(LostReason::ALL.contains(&LostReason::Forced));
     }
 }

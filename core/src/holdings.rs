@@ -32,9 +32,9 @@ const BATCH_WINDOW_DIVISOR: u32 = 2;
 /// Renewals fewer than this many milliseconds of lease are not worth sending.
 const MIN_LEASE_MS: u64 = 1;
 
-/// How a holding Redis refused was lost. Redis answers only `Expired` and
-/// `HeldByAnother`; the other reasons are this client's, about holdings it
-/// does not have.
+/// How a holding Redis refused was lost. Redis answers only `Expired`,
+/// `HeldByAnother` and `Forced`; the other reasons are this client's, about
+/// holdings it does not have.
 fn lost_by(reason: NotOwnedReason) -> LostReason {
     reason.lost().unwrap_or(LostReason::Expired)
 }

@@ -33,6 +33,14 @@ pub struct ClientInfo {
     pub since_ms: Option<u64>,
 }
 
+impl ClientInfo {
+    /// Whether the client registered from the machine this runs on, so that
+    /// its `pid` names a process here (which may have ended since).
+    pub fn on_this_host(&self) -> bool {
+        self.host == crate::registration::host_name()
+    }
+}
+
 /// An owner of a holding or a place in line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Party {

@@ -19,6 +19,7 @@ mod embed;
 mod error;
 mod holdings;
 mod inspect;
+mod job;
 mod keys;
 mod kind;
 mod lock;
@@ -44,6 +45,7 @@ pub use context::Client;
 pub use embed::{driver, spin};
 pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
 pub use inspect::{ClientInfo, Inspection, Listed, Listing, Party, SharedInspection, SCAN_COUNT};
+pub use job::{Job, JobArgs, JobOptions, DEFAULT_AT_MOST};
 pub use keys::{CacheKeys, Family, Keys};
 pub use kind::{Kind, MAX_PERMITS};
 pub use lock::{Acquired, Lock};
@@ -64,6 +66,7 @@ pub use url::{sentinel_url_from_settings, url_from_settings, ServerSettings};
 /// options (see [`LockArgs::check`]): the name, a lease given to `extend`,
 /// the prefix and the server URL.
 pub mod validate {
+    pub use crate::cache::cache_servers;
     pub use crate::kind::whole_permits;
     pub use crate::options::{cache_key, lease, name, prefix, span, MAX_DURATION, MAX_NAME_BYTES};
     pub use crate::url::checked as url;

@@ -174,19 +174,25 @@ impl Lock {
     }
 
     /// Acquires the lock, waiting as `wait` allows. Fails with
-    /// [`Error::Timeout`] when the lock stays busy until the deadline.
+    /// [`Error::Timeout`] when the lock stays busy until the deadline, and
+    /// with [`Error::Busy`] when a single attempt finds it held (there was no
+    /// deadline to speak of).
     pub async fn acquire(&self, wait: Wait) -> Result<Acquired> {
         let span = tracing::debug_span!("acquire", lock = %self.name);
         // Boxed: the waiting state machine is large, and callers nest it in
         // their own futures.
-        Box::pin(acquire::run(self, wait).instrument(span)).await
+        Box::pin(acquire::run(self, wait).instrument(span))
+            .await
+            .map_err(|e| e.of_wait(wait))
     }
 
     /// One attempt: `Some` when acquired, `None` when someone else holds it.
     pub async fn try_acquire(&self) -> Result<Option<Acquired>> {
         match self.acquire(Wait::Once).await {
             Ok(a) => Ok(Some(a)),
-            Err(Error::Timeout { .. }) => Ok(None),
+            // Busy: held by someone else; a timeout saying why (a missed
+            // Redlock quorum): not had either.
+            Err(Error::Busy { .. } | Error::Timeout { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -248,6 +254,28 @@ impl Lock {
             (None, _) => return released.map(|_| ()),
         };
         Err(self.lost_error(reason))
+    }
+
+    /// Ends a scoped holding by leaving it to end in Redis `left` from now
+    /// instead of releasing it (a run-once job's lock, kept until its
+    /// `at_least`): the lease is set to `left`, and no longer renewed. A lease
+    /// that ended during the scope is [`Error::Lost`], as with
+    /// [`finish`](Self::finish); when the lease cannot be set (Redis does not
+    /// answer), the holding is released as `finish` would.
+    pub async fn keep_for(&self, left: Duration) -> Result<()> {
+        if self.lost().is_some() {
+            return self.finish().await;
+        }
+        match self.extend(Some(left)).await {
+            Ok(()) => {
+                self.context().holdings.forget(&self.keys.lock, &self.owner);
+                Ok(())
+            }
+            Err(Error::NotOwned { reason, .. }) => {
+                Err(self.lost_error(self.lost().or(reason.lost()).unwrap_or(LostReason::Expired)))
+            }
+            Err(_) => self.finish().await,
+        }
     }
 
     /// [`finish`](Self::finish) for a scope that owns the handle rather than an

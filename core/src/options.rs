@@ -249,9 +249,10 @@ impl LockArgs {
 /// The known option name nearest to `unknown`, for a face's "unknown option"
 /// message; `None` when none is reasonably close. Names are compared without
 /// case, word separators (`_`, `-`) or a unit suffix (`ms`), so `timeout`
-/// finds `timeoutMs` and `autoRenew` finds `auto_renew`; then a name that
-/// ends or starts with another (`acquireTimeout`, `timeoutMs`) is close, and
-/// else the nearest by edit distance, when few enough edits apart.
+/// finds `timeoutMs` and `autoRenew` finds `auto_renew`; then a name a
+/// letter off, a name that ends or starts with another (`acquireTimeout`,
+/// `timeoutMs`), and else the nearest by edit distance, when few enough
+/// edits apart.
 pub fn closest_option<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
     let wanted = stem(unknown);
     if wanted.is_empty() {
@@ -269,6 +270,12 @@ pub fn closest_option<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
         .filter(|k| stem(k) == wanted)
         .collect();
     if let Some(found) = best_of(exact) {
+        return Some(found);
+    }
+    // A whole name a letter off comes before a name inside the one given:
+    // `blocking_timout` is `blocking_timeout`, not `blocking`.
+    const TYPO: f64 = 0.85;
+    if let Some(found) = best_of(known.to_vec()).filter(|k| similarity(k) >= TYPO) {
         return Some(found);
     }
     // A name inside another, at either end: at least three letters, so that
@@ -674,6 +681,15 @@ mod tests {
             ("acquire_timeout", "timeout"),
         ] {
             assert_eq!(closest_option(given, &python), Some(meant), "{given}");
+        }
+        // The lock factories' (the wait by redis-py's name).
+        let factory = ["ttl", "blocking_timeout", "blocking", "auto_renew"];
+        for (given, meant) in [
+            ("blocking_timout", "blocking_timeout"),
+            ("blockingTimeout", "blocking_timeout"),
+            ("blockng", "blocking"),
+        ] {
+            assert_eq!(closest_option(given, &factory), Some(meant), "{given}");
         }
         for far in ["colour", "x", "", "ms", "retries", "lease"] {
             assert_eq!(closest_option(far, &python), None, "{far}");

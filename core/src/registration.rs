@@ -133,7 +133,8 @@ impl Drop for Writing<'_> {
     }
 }
 
-fn host_name() -> String {
+/// This machine's name, as a registration gives it.
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())

@@ -444,7 +444,9 @@ async fn waiters_hear_releases_right_after_each_of_several_failovers() {
     let holder_client = client(&cluster).await;
     let waiter_client = client(&cluster).await;
     let options = LockOptions::default().ttl(Duration::from_secs(30));
-    let holder = holder_client.lock_with("switched", options.clone()).unwrap();
+    let holder = holder_client
+        .lock_with("switched", options.clone())
+        .unwrap();
     let waiter = waiter_client.lock_with("switched", options).unwrap();
     let (lock_key, line_key) = (waiter.keys().lock.clone(), waiter.keys().queue.clone());
     for round in 1..=4 {

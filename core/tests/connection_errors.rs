@@ -73,3 +73,54 @@ async fn sentinels_and_cluster_seeds_that_refuse_are_named() {
         .unwrap_err();
     names(err, &format!("Cluster 127.0.0.1:{one}"));
 }
+
+/// A first connection is tried once: a refused one fails in milliseconds,
+/// not after the back-off between reconnection tries (about 270 ms), which
+/// is for connections that dropped. The best of five, so that a busy
+/// machine does not decide it.
+#[tokio::test]
+async fn a_refused_first_connection_fails_at_once() {
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let url = format!("redis://127.0.0.1:{}", free_port());
+        let start = std::time::Instant::now();
+        let err = Client::connect(&url).await.unwrap_err();
+        took.push(start.elapsed());
+        assert!(matches!(err, Error::Connection(_)), "{err:?}");
+    }
+    let best = took.iter().min().unwrap();
+    assert!(*best < Duration::from_millis(100), "{took:?}");
+}
+
+/// A server that answers as no Redis does (an HTTP server on the port):
+/// one line naming it and what it sent first, not the parser's byte codes.
+#[tokio::test]
+async fn a_server_that_is_not_redis_is_named_with_what_it_sent() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = http.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = http.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 1024];
+                let _ = conn.read(&mut request).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    let url = format!("redis://:hunter2@127.0.0.1:{port}");
+    let start = std::time::Instant::now();
+    let err = Client::connect(&url).await.unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(2), "{err}");
+    let message = err.to_string();
+    assert!(!message.contains('\n'), "one line: {message:?}");
+    names(err, &format!("127.0.0.1:{port}"));
+    assert!(
+        message.ends_with(
+            "the server did not answer as Redis does (it sent \"HTTP/1.1 400 Bad Request\" first): is it a Redis server?"
+        ),
+        "{message}"
+    );
+}

@@ -186,11 +186,11 @@ async fn after_a_forced_release_the_holders_own_release_is_refused_not_taken_for
         matches!(
             refused,
             Err(Error::NotOwned {
-                reason: NotOwnedReason::HeldByAnother,
+                reason: NotOwnedReason::Forced,
                 ..
             })
         ),
-        "{refused:?}"
+        "the holder is told an operator ended it: {refused:?}"
     );
     assert_eq!(held.lost(), None, "released: nothing left to lose");
     let owner: String = redis.conn().hget("rlock:{fu:a}", "owner").unwrap();
@@ -210,7 +210,13 @@ async fn after_a_forced_release_the_holders_own_release_is_refused_not_taken_for
     taker.acquire(Wait::Once).await.unwrap();
     let refused = held.release().await;
     assert!(
-        matches!(refused, Err(Error::NotOwned { .. })),
+        matches!(
+            refused,
+            Err(Error::NotOwned {
+                reason: NotOwnedReason::Forced,
+                ..
+            })
+        ),
         "{refused:?}"
     );
     let owner: String = redis.conn().hget("rlock:{fu:b}", "owner").unwrap();

@@ -7,13 +7,14 @@ use napi::bindgen_prelude::{Buffer, FnArgs, Function, JsObjectValue, Object, Pro
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
-use rlock_core::{Client, ClientOptions, Opt, Wait};
+use rlock_core::{validate, Client, ClientOptions, Opt, Wait};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::cache::{self, CacheRead};
 use crate::error::{ErrorFactory, Errors, Failure};
+use crate::job::NativeJob;
 use crate::lock::NativeLock;
-use crate::options::{option_name, permit_count, CacheOptions, LockOptions};
+use crate::options::{option_name, permit_count, CacheOptions, JobOptions, LockOptions};
 use crate::runtime;
 use crate::rwlock::NativeRwLock;
 use crate::semaphore::NativeSemaphore;
@@ -129,6 +130,29 @@ impl NativeClient {
         let cache = || Ok::<_, Failure>(self.inner.cache(&key, options.args()?.check()?)?);
         let cache = cache().map_err(|f| self.errors.to_js(env, f))?;
         cache::read(env, &self.errors, cache)
+    }
+
+    /// Takes the run-once job `name` if no process holds it (one attempt,
+    /// never a wait): the job, or null when it ran elsewhere this period.
+    /// The name and the bounds are checked here, before any I/O.
+    #[napi(catch_unwind, ts_return_type = "Promise<NativeJob | null>")]
+    pub fn start_job<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        options: JobOptions,
+    ) -> napi::Result<PromiseRaw<'env, Option<NativeJob>>> {
+        let checked = || {
+            validate::name(&name)?;
+            Ok::<_, Failure>(options.args()?.check()?)
+        };
+        let options = checked().map_err(|f| self.errors.to_js(env, f))?;
+        let client = self.inner.clone();
+        let errors = self.errors.clone();
+        let taken = async move { Ok(client.start_job(&name, options).await?) };
+        runtime::promise(env, &self.errors, taken, move |job| {
+            job.map(|job| NativeJob::new(job, errors))
+        })
     }
 
     /// Deletes the cache entry `key`: true when there was one.

@@ -56,7 +56,7 @@ impl Failure {
                     Some(_) => "out of range",
                     None => "bad input",
                 };
-                (category, invalid.spelled(option_name), None)
+                (category, js_numbers(&invalid.spelled(option_name)), None)
             }
             Failure::WrongType {
                 option,
@@ -78,6 +78,24 @@ impl Failure {
             Failure::Aborted => ("aborted", "the wait was aborted".to_owned(), None),
         }
     }
+}
+
+/// `text` with an infinite number spelled as JavaScript spells it
+/// (`Infinity`), not as the core's Rust does (`inf`): `ttlMs must be a
+/// finite number above 0, got Infinity`.
+fn js_numbers(text: &str) -> String {
+    text.split(' ')
+        .map(|word| {
+            let number = word.trim_end_matches([',', ':', ';', ')']);
+            let js = match number {
+                "inf" => "Infinity",
+                "-inf" => "-Infinity",
+                _ => return word.to_owned(),
+            };
+            format!("{js}{}", &word[number.len()..])
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Builds JS errors through the face's factory.

@@ -10,6 +10,7 @@
 mod cache;
 mod client;
 mod error;
+mod job;
 mod lock;
 mod options;
 mod runtime;

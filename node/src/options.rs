@@ -7,7 +7,7 @@
 use napi::bindgen_prelude::FromNapiValue;
 use napi::{check_status, sys};
 use napi_derive::napi;
-use rlock_core::{CacheArgs, LockArgs, Opt, Unit};
+use rlock_core::{CacheArgs, JobArgs, LockArgs, Opt, Unit};
 
 use crate::error::Failure;
 
@@ -79,6 +79,35 @@ options_struct! {
     }
 }
 
+options_struct! {
+    /// `JobOptions` of `node/index.d.ts` (a run-once job): times in
+    /// milliseconds.
+    #[napi(object, object_to_js = false)]
+    pub struct JobOptions {
+        #[napi(ts_type = "number")]
+        pub at_least_ms: Option<Given<f64>>,
+        #[napi(ts_type = "number")]
+        pub at_most_ms: Option<Given<f64>>,
+    }
+}
+
+/// The keys `JobOptions` reads, as JS spells them.
+#[napi]
+pub fn job_option_names() -> Vec<String> {
+    JobOptions::FIELDS.iter().map(|f| camel_case(f)).collect()
+}
+
+impl JobOptions {
+    /// The bounds as the core's raw arguments, once each is of its type.
+    pub fn args(self) -> Result<JobArgs, Failure> {
+        Ok(JobArgs {
+            at_least: number(Opt::AtLeast, self.at_least_ms)?,
+            at_most: number(Opt::AtMost, self.at_most_ms)?,
+            ..JobArgs::new(Unit::Millis)
+        })
+    }
+}
+
 /// The keys `LockOptions` reads, as JS spells them: napi names each field
 /// in camelCase.
 #[napi]
@@ -125,6 +154,8 @@ pub fn option_name(option: Opt) -> &'static str {
         Opt::Early => "early",
         Opt::OnError => "onError",
         Opt::LockTtl => "lockTtlMs",
+        Opt::AtLeast => "atLeastMs",
+        Opt::AtMost => "atMostMs",
     }
 }
 

@@ -6,7 +6,7 @@
         rebuild_cache()
 
     client = rlock.Client("redis://localhost:6379/0")
-    with client.lock("product:1001", ttl=10, timeout=3) as held:
+    with client.lock("product:1001", ttl=10, blocking_timeout=3) as held:
         save(data, fence=held.fencing_token)      # an int: the lock is held
 
     client = rlock.Client.from_redis(r)           # the settings of a redis-py client
@@ -24,6 +24,8 @@
 A lock is owned by the client, the process and the calling thread (sync
 methods) or asyncio task (``async with`` and every awaited method): the same
 owner re-acquiring a name nests, any other owner waits. Durations are seconds.
+As in redis-py, ``ttl=`` (redis-py's ``timeout=``) is the lease and
+``blocking_timeout=`` the wait; a lock factory refuses ``timeout=``.
 """
 
 from __future__ import annotations
@@ -105,9 +107,11 @@ __all__ = [
     "LongTtlWarning",
     "RwLock",
     "Semaphore",
+    "SKIPPED",
     "Serializer",
     "cached",
     "lock",
+    "run_once",
     "synchronized",
 ]
 
@@ -132,7 +136,8 @@ class LockError(Exception):
 
 
 class LockTimeout(LockError, TimeoutError):
-    """The lock was not acquired before the deadline (raised by ``with``)."""
+    """The lock was not acquired before the deadline, or was held by someone
+    else on a single attempt (``blocking=False``); raised by ``with``."""
 
 
 class LockNotOwned(LockError):
@@ -140,8 +145,9 @@ class LockNotOwned(LockError):
 
     ``reason`` is ``"not acquired by this owner"`` (it never held it, or not
     since its last release), ``"already released"`` (it released it already),
-    ``"expired"`` (it held it and the key is gone) or ``"held by another
-    owner"`` (it held it and another owner holds it now).
+    ``"expired"`` (it held it and the key is gone), ``"held by another
+    owner"`` (it held it and another owner holds it now) or ``"forced"`` (it
+    held it and an operator ended that holding: ``rlock unlock --force``).
     """
 
 
@@ -149,7 +155,8 @@ class LockLost(LockError):
     """The lease ended while the lock was held; raised when the ``with`` block exits.
 
     ``reason`` says how (key deleted or expired, max_hold reached, the ttl passed
-    with auto_renew off, Redis unreachable past the lease).
+    with auto_renew off, Redis unreachable past the lease, an operator's
+    ``rlock unlock --force``).
     """
 
 
@@ -256,8 +263,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 class LockArguments(TypedDict, total=False):
     """The keyword arguments of ``Client.lock()`` and every function like it.
 
-    ttl: the lease in seconds, renewed every ttl/3 while held (auto_renew).
-    timeout: how long acquire() and ``with`` wait; None waits forever.
+    ttl: the lease in seconds, renewed every ttl/3 while held (auto_renew);
+    redis-py's ``timeout=``.
+    blocking_timeout: how long acquire() and ``with`` wait; None waits
+    forever (redis-py's name and meaning). ``timeout=`` is refused: in
+    redis-py it is the lease, and a port that kept it would wait instead.
     blocking: False makes acquire() and ``with`` try exactly once.
     auto_renew: renew the lease while held (the watchdog).
     max_hold: cap on the total hold time; the lease is not renewed beyond it.
@@ -271,7 +281,7 @@ class LockArguments(TypedDict, total=False):
     """
 
     ttl: float
-    timeout: Optional[float]
+    blocking_timeout: Optional[float]
     blocking: bool
     auto_renew: bool
     max_hold: Optional[float]
@@ -283,53 +293,114 @@ class LockArguments(TypedDict, total=False):
     allow_long_ttl: bool
 
 
-def _lock_spec(name: str, options: Mapping[str, Any]) -> _native.LockSpec:
-    """``options`` checked (before any I/O) for a lock on ``name``."""
+def _lock_spec(name: str, options: Mapping[str, Any], made_by: str) -> _native.LockSpec:
+    """``options`` checked (before any I/O) for a lock on ``name`` that
+    ``made_by`` (``"client.lock()"``) makes. The wait is ``blocking_timeout=``
+    (redis-py's name), the native LockSpec's ``timeout=``."""
+    if "timeout" in options:
+        raise TypeError(
+            f"{made_by} takes no timeout=: the lease is ttl= (redis-py's timeout=), "
+            "the wait is blocking_timeout= (as in redis-py)"
+        )
+    native = {("timeout" if k == "blocking_timeout" else k): v for k, v in options.items()}
     try:
-        spec = _native.LockSpec(name, **options)
-    except TypeError:
-        _refuse_unknown_keywords(options, _native.LockSpec)
-        raise
+        spec = _native.LockSpec(name, **native)
+    except TypeError as e:
+        _refuse_unknown_keywords(options, _LOCK_OPTIONS)
+        raise _named(e, {"timeout": "blocking_timeout"}) from None
     warning = spec.long_ttl_warning()
     if warning is not None:
         warnings.warn(warning, LongTtlWarning, stacklevel=_callers_level())
     return spec
 
 
-def _refuse_unknown_keywords(
-    given: Mapping[str, Any], takes: Callable[..., Any], also: Sequence[str] = ()
-) -> None:
-    """Raises the TypeError of the first keyword in ``given`` that ``takes``
-    has no parameter for (nor ``also`` names), naming the closest one it has
-    (the core's choice), as a misspelt option would otherwise be a bare
-    "unexpected keyword"."""
+def _keywords(takes: Callable[..., Any]) -> List[str]:
+    """The keywords ``takes`` accepts; its first positional parameter (the
+    lock's name, or self) is never one."""
     parameters = list(inspect.signature(takes).parameters.values())
-    # A first positional parameter is the lock's name or self: never an option.
     if parameters and parameters[0].kind is not parameters[0].KEYWORD_ONLY:
         parameters = parameters[1:]
-    known = [
-        p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ] + list(also)
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+#: The options of a lock factory: the native LockSpec's, its ``timeout`` as
+#: redis-py names the wait.
+_LOCK_OPTIONS = [
+    "blocking_timeout" if k == "timeout" else k for k in _keywords(_native.LockSpec)
+]
+
+
+def _refuse_unknown_keywords(given: Mapping[str, Any], known: Sequence[str]) -> None:
+    """Raises the TypeError of the first keyword in ``given`` that ``known``
+    does not name, naming the closest one it does (the core's choice), as a
+    misspelt option would otherwise be a bare "unexpected keyword"."""
     for key in given:
         if key not in known:
-            near = _native.closest_option(key, known)
+            near = _native.closest_option(key, list(known))
             hint = f" (did you mean {near!r}?)" if near is not None else ""
             raise TypeError(f"unexpected keyword argument {key!r}{hint}") from None
 
 
+_PROCESSING = "while processing '"
+
+
+def _named(error: TypeError, spelled: Mapping[str, str] = {}) -> TypeError:
+    """``error``, raised by the native module about an argument's value
+    ("must be an int, got float"), with the argument named in front
+    ("permits must be an int, got float"): PyO3 names it only in a note
+    ("while processing 'permits'"), which a message shown alone loses.
+    ``spelled`` maps a native parameter to the name the caller used."""
+    for note in getattr(error, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(_PROCESSING) and note.endswith("'"):
+            argument = note[len(_PROCESSING) : -1]
+            argument = spelled.get(argument, argument)
+            message = str(error)
+            if message.startswith("must be "):
+                return TypeError(f"{argument} {message}")
+            return TypeError(f"{argument}: {message}")
+    return error
+
+
 def _suggesting(method: _F) -> _F:
-    """``method``, whose misspelt keywords raise the TypeError of
-    _refuse_unknown_keywords."""
+    """``method`` (a function or a coroutine function), whose misspelt
+    keywords raise the TypeError of _refuse_unknown_keywords, and whose
+    arguments of a wrong type raise one naming the argument (_named)."""
+
+    def refused(e: TypeError, kwargs: Mapping[str, Any]) -> TypeError:
+        _refuse_unknown_keywords(kwargs, _keywords(method))
+        return _named(e)
 
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return method(*args, **kwargs)
-        except TypeError:
-            _refuse_unknown_keywords(kwargs, method)
-            raise
+            result = method(*args, **kwargs)
+        except TypeError as e:
+            raise refused(e, kwargs) from None
+        if not inspect.iscoroutine(result):
+            return result
+
+        # An async method's native call raises where it is awaited.
+        async def awaited() -> Any:
+            try:
+                return await result
+            except TypeError as e:
+                raise refused(e, kwargs) from None
+
+        return awaited()
 
     return cast(_F, call)
+
+
+def _waiting(timeout: Optional[float], blocking_timeout: Optional[float]) -> Optional[float]:
+    """The wait of one acquire(), given as ``timeout=`` (threading.Lock's
+    name) or ``blocking_timeout=`` (redis-py's), never both."""
+    if blocking_timeout is None:
+        return timeout
+    if timeout is not None:
+        raise TypeError(
+            "acquire() takes the wait as timeout= or blocking_timeout= (the same), not both"
+        )
+    return blocking_timeout
 
 
 def _callers_level() -> int:
@@ -427,7 +498,7 @@ class _LockBase:
         n = self._native
         return (
             f"<{type(self).__module__}.{type(self).__qualname__} {n.name!r} ttl={n.ttl} "
-            f"timeout={n.timeout} blocking={n.blocking} auto_renew={n.auto_renew} "
+            f"blocking_timeout={n.timeout} blocking={n.blocking} auto_renew={n.auto_renew} "
             f"max_hold={n.max_hold}>"
         )
 
@@ -443,11 +514,19 @@ class Lock(_LockBase):
     __slots__ = ()
 
     @_suggesting
-    def acquire(self, blocking: Optional[bool] = None, timeout: Optional[float] = None) -> bool:
+    def acquire(
+        self,
+        blocking: Optional[bool] = None,
+        timeout: Optional[float] = None,
+        *,
+        blocking_timeout: Optional[float] = None,
+    ) -> bool:
         """Acquires; False when busy (blocking=False) or when ``timeout`` passed.
 
+        ``blocking_timeout`` is ``timeout`` by redis-py's name (give one).
         Arguments left as None take the lock's own settings. The GIL is released
         while waiting, and Ctrl-C interrupts the wait."""
+        timeout = _waiting(timeout, blocking_timeout)
         if not _tracing.enabled():
             return self._native.acquire(_thread_unit(), blocking, timeout)
         unit = _thread_unit()
@@ -532,11 +611,17 @@ class AsyncLock(_LockBase):
 
     @_suggesting
     async def acquire(
-        self, blocking: Optional[bool] = None, timeout: Optional[float] = None
+        self,
+        blocking: Optional[bool] = None,
+        timeout: Optional[float] = None,
+        *,
+        blocking_timeout: Optional[float] = None,
     ) -> bool:
         """Acquires; False when busy (blocking=False) or when ``timeout`` passed.
 
+        ``blocking_timeout`` is ``timeout`` by redis-py's name (give one).
         Cancelling the awaiting task stops the wait and leaves no lock behind."""
+        timeout = _waiting(timeout, blocking_timeout)
         unit = _task_unit()
         span = _tracing.start_acquire(self._native.name)
         try:
@@ -685,6 +770,14 @@ class _Permits(_LockBase):
         return f"{super().__repr__()[:-1]} size={self.size}>"
 
 
+def _permits_taking(permits: _native.Semaphore, n: int) -> _native.Lock:
+    """The native lock taking ``n`` of ``permits`` (checked before any I/O)."""
+    try:
+        return permits.lock(n)
+    except TypeError as e:
+        raise _named(e, {"take": "n"}) from None
+
+
 class Semaphore(_Permits, Lock):
     """A counting semaphore by name, made by ``Client.semaphore()``: at most
     ``size`` permits held at once, each holding under its own lease.
@@ -699,15 +792,20 @@ class Semaphore(_Permits, Lock):
 
     def lock(self, n: int) -> Lock:
         """The Lock taking ``n`` permits (1 to size) for the calling owner."""
-        return Lock(self._permits.lock(n))
+        return Lock(_permits_taking(self._permits, n))
 
     @_suggesting
     def acquire(
-        self, blocking: Optional[bool] = None, timeout: Optional[float] = None, *, n: int = 1
+        self,
+        blocking: Optional[bool] = None,
+        timeout: Optional[float] = None,
+        *,
+        n: int = 1,
+        blocking_timeout: Optional[float] = None,
     ) -> bool:
         """Acquires ``n`` permits as Lock.acquire() does; False when busy
         (blocking=False) or when ``timeout`` passed."""
-        return self.lock(n).acquire(blocking, timeout)
+        return self.lock(n).acquire(blocking, _waiting(timeout, blocking_timeout))
 
     def available(self) -> int:
         """Permits free now."""
@@ -726,14 +824,19 @@ class AsyncSemaphore(_Permits, AsyncLock):
 
     def lock(self, n: int) -> AsyncLock:
         """The AsyncLock taking ``n`` permits (1 to size) for the calling task."""
-        return AsyncLock(self._permits.lock(n))
+        return AsyncLock(_permits_taking(self._permits, n))
 
     @_suggesting
     async def acquire(
-        self, blocking: Optional[bool] = None, timeout: Optional[float] = None, *, n: int = 1
+        self,
+        blocking: Optional[bool] = None,
+        timeout: Optional[float] = None,
+        *,
+        n: int = 1,
+        blocking_timeout: Optional[float] = None,
     ) -> bool:
         """Acquires ``n`` permits as AsyncLock.acquire() does."""
-        return await self.lock(n).acquire(blocking, timeout)
+        return await self.lock(n).acquire(blocking, _waiting(timeout, blocking_timeout))
 
     async def available(self) -> int:
         """Permits free now."""
@@ -945,9 +1048,9 @@ def _cache_plan(options: Mapping[str, Any]) -> Tuple[_native.CacheSpec, _Codec]:
     codec = _codec(rest.pop("serializer", "json"))
     try:
         spec = _native.CacheSpec(**rest)
-    except TypeError:
-        _refuse_unknown_keywords(options, _native.CacheSpec, also=("serializer",))
-        raise
+    except TypeError as e:
+        _refuse_unknown_keywords(options, _keywords(_native.CacheSpec) + ["serializer"])
+        raise _named(e) from None
     return spec, codec
 
 
@@ -1191,9 +1294,78 @@ def _pem(tls_ca: Optional[_TlsCa]) -> Optional[bytes]:
 _C = TypeVar("_C", bound="_ClientBase")
 
 
+def _semaphore(client: _native.Client, spec: _native.LockSpec, permits: int) -> _native.Semaphore:
+    """The native semaphore of ``permits`` (checked before any I/O)."""
+    try:
+        return client.semaphore(spec, permits)
+    except TypeError as e:
+        raise _named(e) from None
+
+
+# --------------------------------------------------------------------------
+# Run-once jobs (docs/behaviour.md#run-once-jobs): the core takes the job's
+# lock in one attempt and keeps it until at_least; this runs the function.
+
+
+class _Skipped:
+    """What a run-once job's call returns when the job ran elsewhere this
+    period: ``rlock.SKIPPED``, false in a boolean test."""
+
+    _made = False
+
+    def __new__(cls) -> "_Skipped":
+        if cls._made:
+            raise TypeError("rlock.SKIPPED is the one value of its kind")
+        cls._made = True
+        return super().__new__(cls)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "rlock.SKIPPED"
+
+
+#: Returned by ``run_once`` when the job ran elsewhere this period.
+SKIPPED = _Skipped()
+
+
+def _run_once(native: Any, name: str, fn: Callable[..., _T], args: Sequence[Any],
+              kwargs: Mapping[str, Any], at_least: Optional[float], at_most: Optional[float]) -> Any:
+    job = native.start_job(name, at_least, at_most)
+    if job is None:
+        return SKIPPED
+    try:
+        value = fn(*args, **kwargs)
+    except BaseException:
+        # The job's lock is kept all the same: the next run is next period's.
+        job.finish()
+        raise
+    job.finish()
+    return value
+
+
+async def _run_once_async(native: Any, name: str, fn: Callable[..., Any], args: Sequence[Any],
+                          kwargs: Mapping[str, Any], at_least: Optional[float],
+                          at_most: Optional[float]) -> Any:
+    job = await native.start_job_async(name, at_least, at_most)
+    if job is None:
+        return SKIPPED
+    try:
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+    except BaseException:
+        await job.finish_async()
+        raise
+    await job.finish_async()
+    return value
+
+
 class _ClientBase:
     __slots__ = ("_native",)
 
+    @_suggesting
     def __init__(
         self,
         url: Optional[_Urls] = None,
@@ -1213,6 +1385,7 @@ class _ClientBase:
         self._native = _native.Client(_url_list(url), prefix, cluster, _pem(tls_ca))
 
     @classmethod
+    @_suggesting
     def from_redis(
         cls: Type[_C], r: object, *, prefix: str = "rlock", tls_ca: Optional[_TlsCa] = None
     ) -> _C:
@@ -1256,17 +1429,18 @@ class Client(_ClientBase):
 
     def lock(self, name: str, **options: Unpack[LockArguments]) -> Lock:
         """A lock on ``name``, made to ``options`` (see LockArguments)."""
-        return Lock(self._native.lock(_lock_spec(name, options)))
+        return Lock(self._native.lock(_lock_spec(name, options, "client.lock()")))
 
     def rw_lock(self, name: str, **options: Unpack[LockArguments]) -> RwLock:
         """A read-write lock on ``name``; options as lock(), for each side."""
-        return RwLock(self._native.rw_lock(_lock_spec(name, options)))
+        return RwLock(self._native.rw_lock(_lock_spec(name, options, "client.rw_lock()")))
 
     def semaphore(self, name: str, permits: int, **options: Unpack[LockArguments]) -> Semaphore:
         """A semaphore on ``name`` of ``permits`` permits (1 to 1 000 000;
         every user of the name must give the same while anyone holds it);
         options as lock(), for each holding."""
-        return Semaphore(self._native.semaphore(_lock_spec(name, options), permits))
+        spec = _lock_spec(name, options, "client.semaphore()")
+        return Semaphore(_semaphore(self._native, spec, permits))
 
     # One signature serves both kinds of loader: an async def loader's _T is
     # the coroutine, which is what this returns for it.
@@ -1306,6 +1480,18 @@ class Client(_ClientBase):
         writes. Whether there was an entry."""
         return self._native.invalidate(key)
 
+    def run_once(self, name: str, fn: Callable[..., _T], *args: Any, at_least: Optional[float] = None,
+                 at_most: Optional[float] = None, **kwargs: Any) -> Union[_T, _Skipped]:
+        """Runs ``fn(*args, **kwargs)`` as the run-once job ``name``: here,
+        if this process takes the job's lock (one attempt, never a wait),
+        returning its value; else at once ``rlock.SKIPPED``. The lock stays
+        taken until ``at_least`` seconds after the start (default 0), also
+        when ``fn`` raises, so nobody runs the job again this period; it is
+        renewed while ``fn`` runs, for at most ``at_most`` seconds (default
+        3600), past which it is lost (LockLost, raised after ``fn`` returns)
+        and another process may run the job. Checked before any I/O."""
+        return _run_once(self._native, name, fn, args, kwargs, at_least, at_most)
+
     def close(self) -> None:
         """Closes the client: locks still held are released (best effort: one
         Redis does not release within 2 s expires with its lease) and count as
@@ -1334,17 +1520,18 @@ class AsyncClient(_ClientBase):
 
     def lock(self, name: str, **options: Unpack[LockArguments]) -> AsyncLock:
         """A lock on ``name``; the arguments are those of Client.lock()."""
-        return AsyncLock(self._native.lock(_lock_spec(name, options)))
+        return AsyncLock(self._native.lock(_lock_spec(name, options, "client.lock()")))
 
     def rw_lock(self, name: str, **options: Unpack[LockArguments]) -> AsyncRwLock:
         """A read-write lock on ``name``; the arguments are those of Client.rw_lock()."""
-        return AsyncRwLock(self._native.rw_lock(_lock_spec(name, options)))
+        return AsyncRwLock(self._native.rw_lock(_lock_spec(name, options, "client.rw_lock()")))
 
     def semaphore(
         self, name: str, permits: int, **options: Unpack[LockArguments]
     ) -> AsyncSemaphore:
         """A semaphore on ``name``; the arguments are those of Client.semaphore()."""
-        return AsyncSemaphore(self._native.semaphore(_lock_spec(name, options), permits))
+        spec = _lock_spec(name, options, "client.semaphore()")
+        return AsyncSemaphore(_semaphore(self._native, spec, permits))
 
     @overload
     def cached(
@@ -1378,6 +1565,13 @@ class AsyncClient(_ClientBase):
     async def invalidate(self, key: str) -> bool:
         """Client.invalidate(), awaited."""
         return await self._native.invalidate_async(key)
+
+    async def run_once(self, name: str, fn: Callable[..., Any], *args: Any,
+                       at_least: Optional[float] = None, at_most: Optional[float] = None,
+                       **kwargs: Any) -> Any:
+        """Client.run_once(), awaited: ``fn`` an ``async def`` (awaited) or
+        a plain function (called on the event loop's thread)."""
+        return await _run_once_async(self._native, name, fn, args, kwargs, at_least, at_most)
 
     def close(self) -> Awaitable[None]:
         """Closes the client as Client.close() does, at once, and returns an
@@ -1436,13 +1630,14 @@ def _default_client() -> Client:
 def lock(name: str, **options: Unpack[LockArguments]) -> Lock:
     """A lock from the default client (``$REDIS_URL``, else
     ``redis://127.0.0.1:6379``, created on first use); arguments as Client.lock()."""
-    return _default_client().lock(name, **options)
+    spec = _lock_spec(name, options, "rlock.lock()")
+    return Lock(_default_client()._native.lock(spec))
 
 
 def synchronized(name: str, **options: Unpack[LockArguments]) -> Callable[[_F], _F]:
     """Runs each call of the decorated function (sync or async) under the lock
     ``name`` of the default client; arguments as Client.lock(), checked here."""
-    spec = _lock_spec(name, options)
+    spec = _lock_spec(name, options, "rlock.synchronized()")
 
     def decorate(fn: _F) -> _F:
         made: List[Lock] = []
@@ -1466,6 +1661,33 @@ def synchronized(name: str, **options: Unpack[LockArguments]) -> Callable[[_F], 
         def run(*args: Any, **kwargs: Any) -> Any:
             with the_lock():
                 return fn(*args, **kwargs)
+
+        return cast(_F, run)
+
+    return decorate
+
+
+def run_once(name: str, *, at_least: Optional[float] = None,
+             at_most: Optional[float] = None) -> Callable[[_F], _F]:
+    """Runs each call of the decorated function (sync or async) as the
+    run-once job ``name`` of the default client (see Client.run_once()): the
+    function's value where it ran, ``rlock.SKIPPED`` elsewhere, at once. For
+    a job every process schedules (a cron line on each machine, a timer in
+    each replica) that must run once per period: ``at_least`` a little below
+    the period."""
+    def decorate(fn: _F) -> _F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                native = _default_client()._native
+                return await _run_once_async(native, name, fn, args, kwargs, at_least, at_most)
+
+            return cast(_F, run_async)
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return _run_once(_default_client()._native, name, fn, args, kwargs, at_least, at_most)
 
         return cast(_F, run)
 

@@ -10,8 +10,9 @@ use tokio::sync::OnceCell;
 
 use crate::cache::{Cache, CacheSpec};
 use crate::error::to_py;
+use crate::job::{self, Job};
 use crate::lock::{Lock, LockSpec};
-use crate::numbers::Count;
+use crate::numbers::{secs, Count, Seconds, Text};
 use crate::runtime;
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
@@ -168,15 +169,16 @@ impl Client {
     /// `urls`: one URL, or several (Redlock masters, or Cluster seeds with
     /// `cluster`); `tls_ca`: the PEM of a private CA for `rediss://`.
     #[new]
-    #[pyo3(signature = (urls=None, prefix=rlock_core::DEFAULT_PREFIX.to_owned(), cluster=false, tls_ca=None))]
+    #[pyo3(signature = (urls=None, prefix=Text(rlock_core::DEFAULT_PREFIX.to_owned()), cluster=false, tls_ca=None))]
     fn new(
         py: Python<'_>,
         urls: Option<Vec<String>>,
-        prefix: String,
+        prefix: Text,
         cluster: bool,
         tls_ca: Option<Vec<u8>>,
     ) -> PyResult<Self> {
         let urls = urls.unwrap_or_else(|| vec![CoreClient::default_url()]);
+        let prefix = prefix.0;
         let checked = || -> rlock_core::Result<String> {
             if urls.is_empty() {
                 return Err(Error::invalid("at least one Redis URL is needed"));
@@ -244,6 +246,35 @@ impl Client {
     fn invalidate_async<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
         let invalidated = self.invalidate_op(key).map_err(|e| to_py(py, e))?;
         runtime::awaitable_task(py, invalidated)
+    }
+
+    /// Takes the run-once job `name` if no process holds it (one attempt;
+    /// the bounds in seconds, checked before any I/O): the job, or None
+    /// when it ran elsewhere this period.
+    #[pyo3(signature = (name, at_least=None, at_most=None))]
+    fn start_job(
+        &self,
+        py: Python<'_>,
+        name: Text,
+        at_least: Option<Seconds>,
+        at_most: Option<Seconds>,
+    ) -> PyResult<Option<Job>> {
+        let taken = job::start(&self.shared, &name.0, secs(at_least), secs(at_most))
+            .map_err(|e| to_py(py, e))?;
+        runtime::wait(py, taken)
+    }
+
+    #[pyo3(signature = (name, at_least=None, at_most=None))]
+    fn start_job_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: Text,
+        at_least: Option<Seconds>,
+        at_most: Option<Seconds>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let taken = job::start(&self.shared, &name.0, secs(at_least), secs(at_most))
+            .map_err(|e| to_py(py, e))?;
+        runtime::awaitable_task(py, taken)
     }
 
     /// Who holds the mutex `name` and who waits for it, as JSON (see the

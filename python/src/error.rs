@@ -28,6 +28,11 @@ impl Failure {
     }
 
     pub fn into_py(self, py: Python<'_>) -> PyErr {
+        self.into_py_spelled(py, option_name)
+    }
+
+    /// The exception, a bad option named as `spell` names it.
+    fn into_py_spelled(self, py: Python<'_>, spell: fn(Opt) -> &'static str) -> PyErr {
         let e = match self {
             Failure::Panic(text) => {
                 return raise(
@@ -42,8 +47,10 @@ impl Failure {
         };
         let message = e.to_string();
         match e {
-            Error::InvalidArgument(invalid) => PyValueError::new_err(invalid.spelled(option_name)),
-            Error::Timeout { name, .. } => raise(py, "LockTimeout", message, Some(&name), None),
+            Error::InvalidArgument(invalid) => PyValueError::new_err(invalid.spelled(spell)),
+            Error::Timeout { name, .. } | Error::Busy { name } => {
+                raise(py, "LockTimeout", message, Some(&name), None)
+            }
             Error::NotOwned { name, reason } => raise(
                 py,
                 "LockNotOwned",
@@ -74,9 +81,24 @@ pub fn option_name(option: Opt) -> &'static str {
     }
 }
 
+/// A lock option as the lock factories (`Client.lock()` and the like) name
+/// it: the wait is `blocking_timeout=` there, as in redis-py, whose
+/// `timeout=` is the lease (`ttl=` here). `acquire()` keeps `timeout=`.
+pub fn factory_option_name(option: Opt) -> &'static str {
+    match option {
+        Opt::Timeout => "blocking_timeout",
+        _ => option_name(option),
+    }
+}
+
 /// A core error as a Python exception.
 pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
     Failure::Core(e).into_py(py)
+}
+
+/// A core error as a Python exception, a bad option named as `spell` names it.
+pub fn to_py_spelled(py: Python<'_>, e: Error, spell: fn(Opt) -> &'static str) -> PyErr {
+    Failure::Core(e).into_py_spelled(py, spell)
 }
 
 /// Builds `rlock.<class>(message, name=..., reason=...)`.

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod cache;
 mod client;
 mod error;
+mod job;
 mod lock;
 mod logging;
 mod numbers;
@@ -26,6 +27,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cache::Cache>()?;
     m.add_class::<cache::CacheSpec>()?;
     m.add_class::<cache::Rebuild>()?;
+    m.add_class::<job::Job>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::LockSpec>()?;
     m.add_class::<lock::Acquisition>()?;

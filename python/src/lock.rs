@@ -14,8 +14,8 @@ use rlock_core::{
 };
 
 use crate::client::Shared;
-use crate::error::{option_name, to_py};
-use crate::numbers::{secs, Seconds};
+use crate::error::{factory_option_name, option_name, to_py, to_py_spelled};
+use crate::numbers::{secs, Count, Seconds, Text};
 use crate::runtime;
 
 /// A lock's arguments, checked once when they are given (before any I/O).
@@ -38,13 +38,13 @@ impl LockSpec {
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each
     fn new(
         py: Python<'_>,
-        name: String,
+        name: Text,
         ttl: Seconds,
         timeout: Option<Seconds>,
         blocking: bool,
         auto_renew: bool,
         max_hold: Option<Seconds>,
-        sync_replicas: Option<i64>,
+        sync_replicas: Option<Count>,
         fair: bool,
         queue_after: Option<Seconds>,
         allow_long_ttl: bool,
@@ -57,11 +57,12 @@ impl LockSpec {
             auto_renew,
             max_hold: secs(max_hold),
             // Beyond 2^53 the count is off by a little: refused all the same.
-            sync_replicas: sync_replicas.map(|k| k as f64),
+            sync_replicas: sync_replicas.map(|k| k.0 as f64),
             fair,
             queue_after: secs(queue_after),
             allow_long_ttl,
         };
+        let name = name.0;
         let check = || -> rlock_core::Result<Self> {
             validate::name(&name)?;
             let (options, wait) = args.check()?;
@@ -72,7 +73,8 @@ impl LockSpec {
                 wait,
             })
         };
-        check().map_err(|e| to_py(py, e))
+        // Made by the lock factories, whose wait is `blocking_timeout=`.
+        check().map_err(|e| to_py_spelled(py, e, factory_option_name))
     }
 
     /// The warning to give about a lease over an hour that nothing says is
@@ -170,7 +172,7 @@ impl Lock {
             let lock = lock.await?;
             match lock.acquire(wait).await {
                 Ok(acquired) => Ok(Some((lock, acquired.fencing_token))),
-                Err(Error::Timeout { .. }) => Ok(None),
+                Err(Error::Timeout { .. } | Error::Busy { .. }) => Ok(None),
                 Err(e) => Err(e),
             }
         }

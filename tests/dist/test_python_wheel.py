@@ -25,7 +25,7 @@ import json, shutil, sys
 import rlock
 
 client = rlock.Client()  # REDIS_URL
-with client.lock(sys.argv[1], ttl=10, timeout=5) as held:
+with client.lock(sys.argv[1], ttl=10, blocking_timeout=5) as held:
     fence = held.fencing_token
     owned = held.owned()
 client.close()

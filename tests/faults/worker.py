@@ -84,7 +84,7 @@ def over(t: int, end: int) -> bool:
 
 
 def lock_options() -> Dict[str, Any]:
-    return {"ttl": cfg["ttl_ms"] / 1000, "timeout": seconds(cfg.get("timeout_ms")), "fair": cfg.get("fair", False)}
+    return {"ttl": cfg["ttl_ms"] / 1000, "blocking_timeout": seconds(cfg.get("timeout_ms")), "fair": cfg.get("fair", False)}
 
 
 def lock_of(client: Any, name: str, kind: Dict[str, Any]) -> Any:

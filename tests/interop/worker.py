@@ -94,7 +94,7 @@ def count(name: str, key: str, n: str, parallel: str) -> str:
     seen: List[str] = []
 
     def increment() -> None:
-        lock = client.lock(name, timeout=60)
+        lock = client.lock(name, blocking_timeout=60)
         for _ in range(int(n)):
             with lock:
                 value = int(data.get(key) or 0)

@@ -98,7 +98,7 @@ def sides(client: rlock.Client, task: Dict[str, Any]) -> Callable[[str], rlock.L
     timeout = task.get("timeout_ms")
     options: Dict[str, Any] = dict(
         ttl=task["ttl_ms"] / 1000,
-        timeout=None if timeout is None else timeout / 1000,
+        blocking_timeout=None if timeout is None else timeout / 1000,
         auto_renew=task["auto_renew"],
         fair=task["fair"],
     )

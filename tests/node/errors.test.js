@@ -6,7 +6,7 @@
 
 const assert = require('node:assert/strict')
 const { test } = require('node:test')
-const { Client, LockConnectionError, LockError } = require('../../node/index.js')
+const { Client, LockConnectionError, LockError, LockTimeoutError } = require('../../node/index.js')
 const { RedisServer, serve, freePort, waitFor } = require('./helper.js')
 
 const env = serve()
@@ -90,4 +90,47 @@ test('Redis going away under a connected client rejects lock operations with ERR
   assert.ok(err instanceof LockConnectionError, String(err))
   assert.equal(err.code, 'ERR_LOCK_CONNECTION')
   await c.close()
+})
+
+test('an infinite number is spelled as JavaScript spells it in a message', () => {
+  for (const [options, shown] of [
+    [{ ttlMs: Infinity }, 'ttlMs must be a finite number above 0, got Infinity'],
+    [{ ttlMs: -Infinity }, 'ttlMs must be a finite number above 0, got -Infinity'],
+    [{ timeoutMs: Infinity }, 'timeoutMs must be finite (leave it unset to wait forever), got Infinity'],
+  ]) {
+    assert.throws(() => env.client.lock('x', options), (err) => {
+      assert.equal(err.message, shown)
+      assert.doesNotMatch(err.message, /\binf\b/)
+      return true
+    })
+  }
+})
+
+test('a single attempt that finds the lock held says so, not that a deadline passed', async () => {
+  const name = `busy-${process.pid}-${Date.now()}`
+  const other = await Client.connect(env.redis.url)
+  const held = other.lock(name)
+  await held.acquire()
+  try {
+    const err = await env.client.lock(name, { timeoutMs: 0 }).acquire().catch((e) => e)
+    assert.ok(err instanceof LockTimeoutError, String(err))
+    assert.equal(err.code, 'ERR_LOCK_TIMEOUT')
+    assert.equal(err.message, `lock "${name}" is held by someone else`)
+    const waited = await env.client.lock(name, { timeoutMs: 50 }).acquire().catch((e) => e)
+    assert.match(waited.message, /was not acquired before the deadline/)
+  } finally {
+    await held.release()
+    await other.close()
+  }
+})
+
+test('a refused connection is told in milliseconds, not after reconnection back-offs', async () => {
+  const took = []
+  for (let i = 0; i < 5; i++) {
+    const start = performance.now()
+    const err = await Client.connect(`redis://127.0.0.1:${await freePort()}`).catch((e) => e)
+    took.push(performance.now() - start)
+    assert.ok(err instanceof LockConnectionError, String(err))
+  }
+  assert.ok(Math.min(...took) < 100, `took ${took.map((t) => t.toFixed(1)).join(', ')} ms`)
 })

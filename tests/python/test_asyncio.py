@@ -137,7 +137,7 @@ def test_async_with_raises_LockTimeout(aclient: rlock.AsyncClient, client: rlock
     async def main() -> None:
         with client.lock(name):
             with pytest.raises(rlock.LockTimeout):
-                async with aclient.lock(name, timeout=0.2):
+                async with aclient.lock(name, blocking_timeout=0.2):
                     pytest.fail("entered a held lock")
             start = time.monotonic()
             assert await aclient.lock(name).acquire(timeout=0.3) is False

@@ -110,7 +110,7 @@ def test_close_closes_the_connections_while_the_client_is_still_referenced(name:
         assert lock.acquire()
         # A wait from another thread starts the pub/sub connection.
         outcome: List[bool] = []
-        waiter = threading.Thread(target=lambda: outcome.append(c.lock(name, timeout=0.1).acquire()))
+        waiter = threading.Thread(target=lambda: outcome.append(c.lock(name, blocking_timeout=0.1).acquire()))
         waiter.start()
         waiter.join(timeout=5)
         assert outcome == [False]

@@ -40,7 +40,7 @@ def held_on(servers: List[RedisServer], name: str) -> int:
 def connected(client: rlock.Client) -> rlock.Client:
     # The client connects on first use, to every master: make that use now,
     # while all of them are up.
-    with client.lock("warm-up", timeout=5):
+    with client.lock("warm-up", blocking_timeout=5):
         pass
     return client
 
@@ -51,7 +51,7 @@ def test_a_redlock_client_holds_the_lock_on_a_majority_and_releases_it_everywher
     client = rlock.Client(urls(masters))
     rival = rlock.Client(urls(masters))
     try:
-        with client.lock(name, timeout=5) as held:
+        with client.lock(name, blocking_timeout=5) as held:
             first = held.fencing_token
             assert first is not None
             # Acquisition returns once a majority granted it.
@@ -69,7 +69,7 @@ def test_one_master_of_three_down_still_locks(masters: List[RedisServer], name: 
     client = connected(rlock.Client(urls(masters)))
     try:
         masters[2].stop()
-        lock = client.lock(name, timeout=5)
+        lock = client.lock(name, blocking_timeout=5)
         assert lock.acquire() is True
         assert held_on(masters, name) == 2
         assert rlock.Client(urls(masters[:2])).lock(name, blocking=False).acquire() is False
@@ -86,7 +86,7 @@ def test_two_masters_of_three_down_is_a_timeout_naming_the_missed_quorum(
     try:
         masters[1].stop()
         masters[2].stop()
-        assert client.lock(name, timeout=0.5).acquire() is False
+        assert client.lock(name, blocking_timeout=0.5).acquire() is False
         with pytest.raises(rlock.LockTimeout, match="quorum") as caught:
             with client.lock(name, blocking=False):
                 pytest.fail("the block ran without a quorum")
@@ -102,11 +102,11 @@ def test_two_masters_of_three_down_makes_async_acquire_return_false(
     async def scenario() -> None:
         client = rlock.AsyncClient(urls(masters))
         try:
-            async with client.lock("warm-up", timeout=5):
+            async with client.lock("warm-up", blocking_timeout=5):
                 pass
             masters[0].stop()
             masters[1].stop()
-            assert await client.lock(name, timeout=0.5).acquire() is False
+            assert await client.lock(name, blocking_timeout=0.5).acquire() is False
             with pytest.raises(rlock.LockTimeout, match="quorum"):
                 async with client.lock(name, blocking=False):
                     pytest.fail("the block ran without a quorum")
@@ -219,14 +219,14 @@ def test_sync_replicas_acquires_what_a_replica_has_and_times_out_without_one(nam
             lambda: replica.redis.info("replication").get("master_link_status") == "up",
             within=20,
         ), "the replica never synced"
-        with client.lock(name, ttl=2, sync_replicas=1, timeout=5):
+        with client.lock(name, ttl=2, sync_replicas=1, blocking_timeout=5):
             # WAIT returned only once the replica acknowledged the write.
             assert replica.redis.exists(lock_key(name))
 
         replica.stop()
         unreplicated = f"{name}:alone"
         with pytest.raises(rlock.LockTimeout, match="replicas"):
-            with client.lock(unreplicated, ttl=2, sync_replicas=1, timeout=1):
+            with client.lock(unreplicated, ttl=2, sync_replicas=1, blocking_timeout=1):
                 pytest.fail("held without the replica")
         assert client.lock(unreplicated, ttl=2, sync_replicas=1, blocking=False).acquire() is False
         assert not primary.redis.exists(lock_key(unreplicated)), "the unreplicated grant was undone"

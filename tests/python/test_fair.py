@@ -31,7 +31,7 @@ def test_threads_get_the_lock_in_arrival_order(
     threads = []
 
     def waiter(i: int) -> None:
-        lock = client.lock(name, fair=True, timeout=20)
+        lock = client.lock(name, fair=True, blocking_timeout=20)
         with lock:
             order.append(i)
 
@@ -122,9 +122,9 @@ def test_queue_after_decides_whether_a_default_waiter_takes_a_place_in_line(
     assert holder.acquire()
     before = lines_joined(server)
     # The default (0.01 s) would join the line within these 0.3 s waits.
-    assert not client.lock(name, queue_after=600, timeout=0.3).acquire()
+    assert not client.lock(name, queue_after=600, blocking_timeout=0.3).acquire()
     assert lines_joined(server) == before, "took a place in line with 600 s to go"
-    assert not client.lock(name, queue_after=0, timeout=0.3).acquire()
+    assert not client.lock(name, queue_after=0, blocking_timeout=0.3).acquire()
     assert lines_joined(server) == before + 1, "queue_after=0 never took a place in line"
     assert in_line(server, name) == 0, "the waiter that gave up left the line"
     holder.release()

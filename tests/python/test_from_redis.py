@@ -39,7 +39,7 @@ def test_a_redis_client_with_password_and_db_is_reused(guarded: RedisServer, nam
     r = redis.Redis(host="127.0.0.1", port=guarded.port, db=3, password=PASSWORD)
     client = rlock.Client.from_redis(r, prefix="rlock")
     try:
-        with client.lock(name, timeout=5) as held:
+        with client.lock(name, blocking_timeout=5) as held:
             assert held_in(guarded, 3, name) and not held_in(guarded, 0, name)
             assert held.fencing_token >= 1
         assert not held_in(guarded, 3, name)
@@ -53,7 +53,7 @@ def test_a_user_given_in_a_redis_py_url_is_reused(guarded: RedisServer, name: st
     r = redis.Redis.from_url(f"redis://app:app-pass@127.0.0.1:{guarded.port}/2")
     client = rlock.Client.from_redis(r)
     try:
-        with client.lock(name, timeout=5):
+        with client.lock(name, blocking_timeout=5):
             assert held_in(guarded, 2, name)
     finally:
         client.close()
@@ -63,14 +63,14 @@ def test_an_asyncio_redis_client_is_reused_by_either_client(guarded: RedisServer
     async def main() -> None:
         r = redis.asyncio.Redis(host="127.0.0.1", port=guarded.port, db=1, password=PASSWORD)
         async with rlock.AsyncClient.from_redis(r) as client:
-            async with client.lock(name, timeout=5) as held:
+            async with client.lock(name, blocking_timeout=5) as held:
                 assert held_in(guarded, 1, name)
                 assert held.fencing_token >= 1
         await r.aclose()
 
     asyncio.run(main())
     sync_from_async = rlock.Client.from_redis(redis.asyncio.Redis(port=guarded.port, password=PASSWORD))
-    with sync_from_async.lock(name, timeout=5):
+    with sync_from_async.lock(name, blocking_timeout=5):
         assert held_in(guarded, 0, name)
     sync_from_async.close()
 
@@ -84,7 +84,7 @@ def test_tls_and_its_ca_are_read_from_the_redis_client(name: str) -> None:
         ):
             client = rlock.Client.from_redis(r)
             assert repr(client).startswith("rlock.Client('rediss://")
-            with client.lock(name, timeout=5):
+            with client.lock(name, blocking_timeout=5):
                 assert server.redis.exists(lock_key(name))
             client.close()
     finally:
@@ -104,7 +104,7 @@ def test_a_redis_cluster_client_makes_a_cluster_client(cluster: RedisCluster, na
     client = rlock.Client.from_redis(rc)
     try:
         assert "cluster=True" in repr(client)
-        with client.lock(name, timeout=5):
+        with client.lock(name, blocking_timeout=5):
             assert cluster.master_of(lock_key(name)).redis.exists(lock_key(name))
     finally:
         client.close()
@@ -113,7 +113,7 @@ def test_a_redis_cluster_client_makes_a_cluster_client(cluster: RedisCluster, na
     async def main() -> None:
         arc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=seed.port)
         async with rlock.AsyncClient.from_redis(arc) as aclient:
-            async with aclient.lock(name, timeout=5):
+            async with aclient.lock(name, blocking_timeout=5):
                 assert cluster.master_of(lock_key(name)).redis.exists(lock_key(name))
         await arc.aclose()
 
@@ -143,7 +143,7 @@ def test_a_sentinel_managed_client_locks_on_the_master_sentinel_names(name: str)
     try:
         r = redis.sentinel.Sentinel([("127.0.0.1", sentinel.port)], db=1).master_for("mymaster")
         client = rlock.Client.from_redis(r)
-        with client.lock(name, timeout=5) as held:
+        with client.lock(name, blocking_timeout=5) as held:
             assert held.fencing_token >= 1
             assert redis.Redis(port=master.port, db=1).exists(lock_key(name))
         assert not redis.Redis(port=master.port, db=1).exists(lock_key(name))

@@ -64,7 +64,7 @@ def test_a_dropped_client_whose_wait_timed_out_in_line_is_freed(
     baseline = connections([own])
     for fair in (False, True):
         client = rlock.Client(own.url)
-        lock = client.lock(name, queue_after=0, fair=fair, timeout=0.2)
+        lock = client.lock(name, queue_after=0, fair=fair, blocking_timeout=0.2)
         assert not lock.acquire()
         assert connections([own]) != baseline, "the client was never seen"
         del client, lock
@@ -129,7 +129,7 @@ def test_ten_clients_that_queued_and_were_dropped_leave_no_connection(
 ) -> None:
     baseline = connections([own])
     for _ in range(10):
-        assert not rlock.Client(own.url).lock(name, queue_after=0, timeout=0.05).acquire()
+        assert not rlock.Client(own.url).lock(name, queue_after=0, blocking_timeout=0.05).acquire()
     settles_to([own], baseline, "ten clients queued")
 
 
@@ -141,7 +141,7 @@ def test_a_dropped_redlock_client_that_waited_is_freed_on_every_master(name: str
             assert rival.lock(name).acquire()
             baseline = connections(masters)
             client = rlock.Client(urls)
-            assert not client.lock(name, timeout=0.2).acquire()
+            assert not client.lock(name, blocking_timeout=0.2).acquire()
             del client
             settles_to(masters, baseline, "Redlock")
     finally:

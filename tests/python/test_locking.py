@@ -68,7 +68,7 @@ def test_acquire_timeout_is_honoured(client: rlock.Client, other: rlock.Client, 
         waited = time.monotonic() - start
         assert 0.3 <= waited < 1.0
         start = time.monotonic()
-        assert client.lock(name, timeout=0.2).acquire() is False
+        assert client.lock(name, blocking_timeout=0.2).acquire() is False
         assert 0.2 <= time.monotonic() - start < 1.0
 
 
@@ -94,7 +94,7 @@ def test_with_raises_LockTimeout_when_the_wait_ends(
 ) -> None:
     with other.lock(name):
         with pytest.raises(rlock.LockTimeout) as caught:
-            with client.lock(name, timeout=0.2):
+            with client.lock(name, blocking_timeout=0.2):
                 pytest.fail("entered a lock held by another owner")
         assert isinstance(caught.value, TimeoutError)
         assert isinstance(caught.value, rlock.LockError)

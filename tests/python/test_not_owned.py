@@ -76,7 +76,7 @@ def test_a_release_after_another_owner_took_the_lock_says_held_by_another(
     lock = client.lock(name)
     assert lock.acquire()
     server.redis.delete(lock_key(name))
-    with other.lock(name, timeout=5):
+    with other.lock(name, blocking_timeout=5):
         with pytest.raises(rlock.LockNotOwned) as caught:
             lock.release()
         assert caught.value.reason == HELD_BY_ANOTHER
@@ -105,7 +105,7 @@ def test_an_async_lock_gives_the_same_reasons(
 
         assert await lock.acquire()
         server.redis.delete(lock_key(name))
-        with other.lock(name, timeout=5):
+        with other.lock(name, blocking_timeout=5):
             assert await refusal(lock) == HELD_BY_ANOTHER
 
     run(main())

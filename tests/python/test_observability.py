@@ -103,7 +103,7 @@ def test_no_password_reaches_a_record(caplog: pytest.LogCaptureFixture) -> None:
     port = _free_port()
     client = rlock.Client(f"redis://user:{secret}@127.0.0.1:{port}")
     with pytest.raises(rlock.ConnectionError) as caught:
-        client.lock("x", timeout=0).acquire()
+        client.lock("x", blocking_timeout=0).acquire()
     assert secret not in str(caught.value)
     assert all(secret not in r.getMessage() for r in caplog.records)
 
@@ -122,7 +122,7 @@ def test_stats_count_cycles_contention_and_renewals(server: RedisServer, name: s
             with client.lock(name):
                 pass
         holder = HeldInThread(client.lock(name)).start()
-        waiter = threading.Thread(target=lambda: client.lock(name, timeout=10).acquire() and None)
+        waiter = threading.Thread(target=lambda: client.lock(name, blocking_timeout=10).acquire() and None)
         waiter.start()
         wait_until(lambda: client.inspect(name)["waiting"] == 1, 10, "the waiter in line")
         holder.stop()
@@ -149,7 +149,7 @@ def test_inspect_names_the_holders_and_waiters_host_pid_and_thread(
     try:
         holder = HeldInThread(client.lock(name, ttl=20), "rebuild-worker").start()
         waiter = threading.Thread(
-            target=lambda: client.lock(name, timeout=10).acquire() and None, name="second-in-line"
+            target=lambda: client.lock(name, blocking_timeout=10).acquire() and None, name="second-in-line"
         )
         waiter.start()
         wait_until(lambda: client.inspect(name)["waiting"] == 1, 10, "the waiter in line")
@@ -233,7 +233,7 @@ def test_a_task_renamed_while_holding_stays_the_same_owner(aclient: rlock.AsyncC
             task = asyncio.current_task()
             assert task is not None
             task.set_name("renamed-while-holding")
-            async with aclient.lock(name, timeout=1):  # nests: the same owner
+            async with aclient.lock(name, blocking_timeout=1):  # nests: the same owner
                 pass
         assert not server.redis.exists(lock_key(name)), "released by its owner"
 

@@ -27,7 +27,9 @@ def test_the_public_api_type_checks_under_mypy_strict() -> None:
 def test_mypy_catches_a_misuse_through_the_stubs(tmp_path: "os.PathLike[str]") -> None:
     misuse = os.path.join(str(tmp_path), "misuse.py")
     with open(misuse, "w") as f:
-        f.write("import rlock\nrlock.Client().lock('x', ttl='10')\nx: str = rlock.lock('y').fencing_token\n")
+        f.write("import rlock\nrlock.Client().lock('x', ttl='10')\nx: str = rlock.lock('y').fencing_token\n"
+                # redis-py's lease, refused here at run time: the type checker says so first.
+                "rlock.Client().lock('z', timeout=10)\n")
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", misuse],
         capture_output=True,
@@ -35,7 +37,7 @@ def test_mypy_catches_a_misuse_through_the_stubs(tmp_path: "os.PathLike[str]") -
         cwd=ROOT,
     )
     assert done.returncode == 1
-    assert "misuse.py:2" in done.stdout and "misuse.py:3" in done.stdout
+    assert "misuse.py:2" in done.stdout and "misuse.py:3" in done.stdout and "misuse.py:4" in done.stdout
 
 
 def test_the_sdist_carries_the_scripts_and_the_core(tmp_path: "os.PathLike[str]") -> None:

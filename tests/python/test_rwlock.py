@@ -42,7 +42,7 @@ def test_readers_share_and_each_reading_gets_a_fresh_token(client: rlock.Client,
 
 
 def test_a_writer_is_never_inside_with_anyone_else(client: rlock.Client, name: str) -> None:
-    rw = client.rw_lock(name, timeout=30)
+    rw = client.rw_lock(name, blocking_timeout=30)
     guard = threading.Lock()
     inside = {"readers": 0, "writers": 0}
     most_readers = 0
@@ -81,7 +81,7 @@ def test_a_writer_is_never_inside_with_anyone_else(client: rlock.Client, name: s
 def test_write_while_holding_only_read_raises_LockUpgradeError_at_once(
     client: rlock.Client, server: RedisServer, name: str
 ) -> None:
-    rw = client.rw_lock(name, timeout=10)
+    rw = client.rw_lock(name, blocking_timeout=10)
     with rw.read():
         start = time.monotonic()
         with pytest.raises(rlock.LockUpgradeError) as caught:
@@ -120,7 +120,7 @@ def test_a_downgrade_lets_no_waiting_writer_in_between(
     read_released = threading.Event()
 
     def writer() -> bool:
-        with client.rw_lock(name, timeout=20).write():
+        with client.rw_lock(name, blocking_timeout=20).write():
             return read_released.is_set()
 
     waiting = in_thread(writer)
@@ -141,7 +141,7 @@ def test_a_writers_read_is_not_held_back_by_writers_waiting_behind_it(
     assert rw.write().acquire()
 
     def writer() -> None:
-        with client.rw_lock(name, timeout=20).write():
+        with client.rw_lock(name, blocking_timeout=20).write():
             pass
 
     waiting = in_thread(writer)
@@ -163,7 +163,7 @@ def test_a_waiting_writer_holds_back_new_readers(
     writer_may_go = threading.Event()
 
     def writer() -> None:
-        with client.rw_lock(name, timeout=20).write():
+        with client.rw_lock(name, blocking_timeout=20).write():
             writer_in.set()
             assert writer_may_go.wait(10)
 
@@ -178,7 +178,7 @@ def test_a_waiting_writer_holds_back_new_readers(
     assert writer_in.wait(10), "the writer never got in"
 
     def reader_after() -> bool:
-        lock = client.rw_lock(name, timeout=10).read()
+        lock = client.rw_lock(name, blocking_timeout=10).read()
         got = lock.acquire()
         lock.release()
         return got

@@ -25,7 +25,7 @@ NOWHERE = f"redis://127.0.0.1:{free_port()}"
 def test_never_more_than_size_holders_among_eight_threads(
     client: rlock.Client, server: RedisServer, name: str
 ) -> None:
-    sem = client.semaphore(name, 3, timeout=30)
+    sem = client.semaphore(name, 3, blocking_timeout=30)
     guard = threading.Lock()
     inside = 0
     most = 0
@@ -81,7 +81,7 @@ def test_a_release_lets_a_waiter_in_with_a_fresh_token(
     with sem.lock(2) as held:
 
         def waiter() -> int:
-            with client.semaphore(name, 2, timeout=20) as theirs:
+            with client.semaphore(name, 2, blocking_timeout=20) as theirs:
                 return theirs.fencing_token
 
         waiting = in_thread(waiter)
@@ -120,8 +120,8 @@ def test_a_bad_count_is_refused_before_any_io(bad: Any, expected: type) -> None:
 
 def test_a_misspelt_option_names_the_closest_one() -> None:
     client = rlock.Client(NOWHERE)
-    with pytest.raises(TypeError, match=r"did you mean 'timeout'"):
-        client.semaphore("x", 3, timout=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"did you mean 'blocking_timeout'"):
+        client.semaphore("x", 3, blocking_timout=1)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"did you mean 'timeout'"):
         client.semaphore("x", 3).acquire(timout=1)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"did you mean 'ttl'"):
@@ -130,7 +130,7 @@ def test_a_misspelt_option_names_the_closest_one() -> None:
 
 def test_tasks_never_hold_more_than_size_permits(aclient: rlock.AsyncClient, name: str) -> None:
     async def main() -> None:
-        sem = aclient.semaphore(name, 2, timeout=20)
+        sem = aclient.semaphore(name, 2, blocking_timeout=20)
         inside = 0
         most = 0
 

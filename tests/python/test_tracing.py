@@ -69,9 +69,9 @@ def test_a_timeout_shows_on_the_acquire_span_and_opens_no_hold(
     client: rlock.Client, server: RedisServer, spans: InMemorySpanExporter, name: str
 ) -> None:
     holder = HeldInThread(client.lock(name)).start()
-    assert client.lock(name, timeout=0.05).acquire() is False
+    assert client.lock(name, blocking_timeout=0.05).acquire() is False
     with pytest.raises(rlock.LockTimeout):
-        with client.lock(name, timeout=0.05):
+        with client.lock(name, blocking_timeout=0.05):
             pass
     holder.stop()
     refused = [s for s in named(spans, "rlock.acquire") if s.attributes["rlock.acquired"] is False]

@@ -9,6 +9,7 @@ import inspect
 import math
 import os
 import pathlib
+import socket
 import threading
 import time
 from functools import partial
@@ -17,6 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple, Type
 import pytest
 
 import rlock
+from owners import HeldInThread
 from rlock_test_support.monitor import Monitor
 from rlock_test_support.servers import RedisServer, free_port
 
@@ -37,7 +39,9 @@ def nowhere() -> rlock.Client:
 MIB = 1024 * 1024
 Bad = List[Tuple[Any, Type[Exception]]]
 Row = Tuple[str, Callable[[rlock.Client, rlock.AsyncClient], Any], Type[Exception]]
-NOT_NUMBERS: Bad = [("10", TypeError), (b"1", TypeError), ([1], TypeError), (1j, TypeError), (object(), TypeError)]
+# A bool is an int to Python, never a number of seconds here: ttl=True is a mistake, not 1 s.
+NOT_NUMBERS: Bad = [("10", TypeError), (b"1", TypeError), ([1], TypeError), (1j, TypeError), (object(), TypeError),
+                    (True, TypeError)]
 NON_FINITE: Bad = [(math.nan, ValueError), (math.inf, ValueError), (-math.inf, ValueError)]
 HUGE: Bad = [(1e300, ValueError), (2.0**64, ValueError), (400 * 86400, ValueError), (10**400, ValueError), (-(10**400), ValueError)]
 # Below the shortest usable lease (10 ms), which could never be counted as held.
@@ -45,10 +49,13 @@ LEASES: Bad = [(0, ValueError), (-1, ValueError), (1e-9, ValueError), (0.001, Va
 WAITS: Bad = [(-0.5, ValueError), (-1e-9, ValueError)] + NON_FINITE + HUGE + NOT_NUMBERS
 NOT_BOOLS: Bad = [("yes", TypeError), (1, TypeError), (0.0, TypeError)]
 OPTIONS = (
-    [("ttl", v, e) for v, e in LEASES]
+    [("ttl", v, e) for v, e in LEASES + [(None, TypeError)]]
     + [("max_hold", v, e) for v, e in LEASES]
-    + [("timeout", v, e) for v, e in WAITS]
+    + [("blocking_timeout", v, e) for v, e in WAITS]
     + [("queue_after", v, e) for v, e in WAITS]
+    + [("sync_replicas", v, TypeError) for v in (True, 1.0, "1")]
+    # redis-py's lease, which would be taken for the wait: refused whatever its value.
+    + [("timeout", v, TypeError) for v in (10, None, 0.5)]
     + [(k, v, e) for k in ("blocking", "auto_renew", "allow_long_ttl") for v, e in NOT_BOOLS + [(None, TypeError)]]
     + [(misspelt, 3, TypeError) for misspelt in ("timout", "ttl_ms", "colour")]
 )
@@ -131,6 +138,9 @@ def matrix() -> Iterator[Row]:
             yield f"{entry}.acquire(timeout={short(value)})", partial(call_lock, entry=entry, method="acquire", timeout=value), exc
         for value, exc in NOT_BOOLS:
             yield f"{entry}.acquire(blocking={short(value)})", partial(call_lock, entry=entry, method="acquire", blocking=value), exc
+        for value, exc in WAITS:
+            yield f"{entry}.acquire(blocking_timeout={short(value)})", partial(call_lock, entry=entry, method="acquire", blocking_timeout=value), exc
+        yield f"{entry}.acquire(timeout=1, blocking_timeout=1)", partial(call_lock, entry=entry, method="acquire", timeout=1, blocking_timeout=1), TypeError
         for value, exc in LEASES:
             yield f"{entry}.extend({short(value)})", partial(call_lock, entry=entry, method="extend", ttl=value), exc
         yield f"{entry}.acquire(timout=1)", partial(call_lock, entry=entry, method="acquire", timout=1), TypeError
@@ -207,8 +217,9 @@ def test_every_bad_argument_raises_a_typed_error_at_once_and_sends_nothing(
 
 
 # A misspelt keyword, and the option the TypeError suggests instead.
-MISSPELT = [("timout", "timeout"), ("ttl_ms", "ttl"), ("maxHold", "max_hold"), ("autorenew", "auto_renew"),
-            ("queue_after_ms", "queue_after"), ("allow_long", "allow_long_ttl")]
+MISSPELT = [("blocking_timout", "blocking_timeout"), ("blockingTimeout", "blocking_timeout"), ("ttl_ms", "ttl"),
+            ("maxHold", "max_hold"), ("autorenew", "auto_renew"), ("queue_after_ms", "queue_after"),
+            ("allow_long", "allow_long_ttl")]
 
 
 @pytest.mark.parametrize("entry", ["Client.lock", "AsyncClient.lock", "rlock.lock", "rlock.synchronized"])
@@ -239,6 +250,85 @@ def test_a_misspelt_keyword_of_acquire_or_extend_names_the_closest_one(nowhere: 
     assert "unexpected keyword" not in str(caught.value)
 
 
+# A value of the wrong type, and the TypeError naming its argument (never the
+# native function's, never PyO3's wording alone).
+WRONG_TYPES: List[Tuple[str, Callable[[rlock.Client], Any], str]] = [
+    ("lock(None)", lambda c: c.lock(None), "name must be a str, got None"),  # type: ignore[arg-type]
+    ("lock(42)", lambda c: c.lock(42), "name must be a str, got int"),  # type: ignore[arg-type]
+    ("rlock.lock(None)", lambda c: rlock.lock(None), "name must be a str, got None"),  # type: ignore[arg-type]
+    ("semaphore(permits=2.5)", lambda c: c.semaphore("x", 2.5), "permits must be an int, got float"),  # type: ignore[arg-type]
+    ("semaphore(permits=True)", lambda c: c.semaphore("x", True), "permits must be an int, got bool"),
+    ("semaphore.lock(1.5)", lambda c: c.semaphore("x", 3).lock(1.5), "n must be an int, got float"),  # type: ignore[arg-type]
+    ("semaphore.acquire(n=1.5)", lambda c: c.semaphore("x", 3).acquire(n=1.5), "n must be an int, got float"),  # type: ignore[arg-type]
+    ("ttl=True", lambda c: c.lock("x", ttl=True), "ttl must be a number, got bool"),
+    ("ttl='10'", lambda c: c.lock("x", ttl="10"), "ttl must be a number, got str"),  # type: ignore[arg-type]
+    ("blocking_timeout=True", lambda c: c.lock("x", blocking_timeout=True), "blocking_timeout must be a number, got bool"),
+    ("sync_replicas=1.5", lambda c: c.lock("x", sync_replicas=1.5), "sync_replicas must be an int, got float"),  # type: ignore[arg-type]
+    ("extend(True)", lambda c: c.lock("x").extend(True), "ttl must be a number, got bool"),
+    ("acquire(timeout=True)", lambda c: c.lock("x").acquire(timeout=True), "timeout must be a number, got bool"),
+    ("Client(prefix=None)", lambda c: rlock.Client(NOWHERE, prefix=None), "prefix must be a str, got None"),  # type: ignore[arg-type]
+    ("cached(ttl=True)", lambda c: c.cached("k", lambda: 1, ttl=True), "ttl must be a number, got bool"),
+]
+
+
+@pytest.mark.parametrize("call, message", [(c, m) for _, c, m in WRONG_TYPES], ids=[r[0] for r in WRONG_TYPES])
+def test_a_value_of_the_wrong_type_is_a_TypeError_naming_its_argument(
+    nowhere: rlock.Client, call: Callable[[rlock.Client], Any], message: str
+) -> None:
+    with pytest.raises(TypeError) as caught:
+        call(nowhere)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("make", [rlock.Client, rlock.AsyncClient])
+def test_an_unknown_keyword_of_a_client_names_the_closest_one_not_an_inner_function(make: Any) -> None:
+    with pytest.raises(TypeError) as caught:
+        make(NOWHERE, prefx="app")
+    assert str(caught.value) == "unexpected keyword argument 'prefx' (did you mean 'prefix'?)"
+    # redis-py's, which means nothing here: refused by name, not by a private method's.
+    with pytest.raises(TypeError) as caught:
+        make(NOWHERE, decode_responses=True)
+    assert str(caught.value) == "unexpected keyword argument 'decode_responses'"
+    with pytest.raises(TypeError) as caught:
+        make.from_redis(object(), tls_cA=b"")
+    assert str(caught.value) == "unexpected keyword argument 'tls_cA' (did you mean 'tls_ca'?)"
+
+
+def test_a_single_attempt_that_finds_the_lock_held_says_so_not_a_deadline(client: rlock.Client, name: str) -> None:
+    holder = HeldInThread(client.lock(name)).start()
+    try:
+        for lock in (client.lock(name, blocking=False), client.lock(name, blocking_timeout=0)):
+            with pytest.raises(rlock.LockTimeout) as caught:
+                with lock:
+                    pass
+            assert str(caught.value) == f'lock "{name}" is held by someone else'
+            assert caught.value.name == name
+        with pytest.raises(rlock.LockTimeout, match="before the deadline"):
+            with client.lock(name, blocking_timeout=0.05):
+                pass
+    finally:
+        holder.stop()
+
+
+async def _single_attempt_async(aclient: rlock.AsyncClient, other: rlock.AsyncClient, name: str) -> str:
+    async with other.lock(name):
+        try:
+            async with aclient.lock(name, blocking=False):
+                return "acquired"
+        except rlock.LockTimeout as e:
+            return str(e)
+
+
+def test_a_single_async_attempt_that_finds_the_lock_held_says_so(server: RedisServer, name: str) -> None:
+    aclient, other = rlock.AsyncClient(server.url), rlock.AsyncClient(server.url)
+    try:
+        said = asyncio.run(asyncio.wait_for(_single_attempt_async(aclient, other, name), 10))
+        assert said == f'lock "{name}" is held by someone else'
+    finally:
+        aclient.close()
+        other.close()
+
+
 def test_unreachable_redis_is_a_fast_ConnectionError(nowhere: rlock.Client) -> None:
     start = time.monotonic()
     with pytest.raises(rlock.ConnectionError) as caught:
@@ -246,6 +336,65 @@ def test_unreachable_redis_is_a_fast_ConnectionError(nowhere: rlock.Client) -> N
     assert time.monotonic() - start < 1.5
     assert isinstance(caught.value, builtins.ConnectionError)
     assert isinstance(caught.value, rlock.LockError)
+
+
+def test_a_refused_connection_fails_in_milliseconds_not_after_reconnect_backoffs() -> None:
+    # The first connection is tried once: the back-off between tries (about
+    # 270 ms in all) is for reconnecting a connection that dropped. The best
+    # of five, so that a busy machine does not decide it.
+    took = []
+    for _ in range(5):
+        client = rlock.Client(f"redis://127.0.0.1:{free_port()}")
+        start = time.monotonic()
+        with pytest.raises(rlock.ConnectionError):
+            client.lock("x").acquire()
+        took.append(time.monotonic() - start)
+    assert min(took) < 0.1, took
+
+
+class _NotRedis:
+    """A loopback server that answers every connection as an HTTP server
+    answers a request it cannot read, then hangs up."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(4096)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize("urls", ["one", "redlock"])
+def test_a_server_that_is_not_redis_is_named_in_one_line_with_what_it_sent(urls: str) -> None:
+    http = _NotRedis()
+    try:
+        url = f"redis://127.0.0.1:{http.port}"
+        given = url if urls == "one" else [url, f"redis://127.0.0.1:{free_port()}", f"redis://127.0.0.1:{free_port()}"]
+        with pytest.raises(rlock.ConnectionError) as caught:
+            rlock.Client(given).lock("x").acquire()
+        message = str(caught.value)
+        assert "\n" not in message, message
+        assert f"127.0.0.1:{http.port}: the server did not answer as Redis does" in message, message
+        assert '(it sent "HTTP/1.1 400 Bad Request" first)' in message, message
+    finally:
+        http.close()
 
 
 def test_a_connection_error_names_the_server_and_never_its_password() -> None:
@@ -329,7 +478,7 @@ def test_tls_ca_trusts_a_private_ca_given_as_a_path_or_as_bytes() -> None:
             pem = f.read()
         for tls_ca in (server.ca_file, pathlib.Path(server.ca_file), pem):
             client = rlock.Client(server.url, tls_ca=tls_ca)
-            with client.lock("over-tls", timeout=5) as held:
+            with client.lock("over-tls", blocking_timeout=5) as held:
                 assert server.redis.exists("rlock:{over-tls}")
                 assert held.fencing_token is not None
             client.close()

@@ -21,7 +21,7 @@ def rebuild_cache(fence: int) -> None:
 
 def readme_example() -> None:
     client = rlock.Client()
-    with client.lock("product:1001", ttl=10, timeout=3) as held:
+    with client.lock("product:1001", ttl=10, blocking_timeout=3) as held:
         rebuild_cache(fence=held.fencing_token)
     with client.lock("product:1001") as lock:
         same: rlock.HeldLock = lock
@@ -31,7 +31,7 @@ def readme_example() -> None:
 
 def sync_usage() -> Optional[int]:
     client = rlock.Client("redis://127.0.0.1:6379", prefix="app")
-    with client.lock("product:1001", ttl=10, timeout=3) as held:
+    with client.lock("product:1001", ttl=10, blocking_timeout=3) as held:
         token: Optional[int] = held.fencing_token
         fence: int = held.fencing_token
         assert fence == token
@@ -39,7 +39,7 @@ def sync_usage() -> Optional[int]:
         name: str = held.name
         assert not lost and name
     lock: rlock.Lock = client.lock("product:1001", blocking=False)
-    got: bool = lock.acquire(timeout=1.5)
+    got: bool = lock.acquire(timeout=1.5) or lock.acquire(blocking_timeout=1.5)
     if got:
         lock.extend(20)
         lock.extend()
@@ -88,7 +88,7 @@ def shared_locks() -> None:
     writing: rlock.Lock = rw.write()
     if writing.acquire(timeout=1):
         writing.release()
-    sem: rlock.Semaphore = client.semaphore("exports", 4, timeout=3)
+    sem: rlock.Semaphore = client.semaphore("exports", 4, blocking_timeout=3)
     size: int = sem.size
     with sem as held:
         rebuild_cache(held.fencing_token)

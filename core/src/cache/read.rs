@@ -207,7 +207,7 @@ async fn take_lock_now(cache: &Cache) -> Result<Option<Rebuild>> {
     )?;
     let acquired = match lock.acquire(Wait::Once).await {
         Ok(acquired) => acquired,
-        Err(Error::Timeout { cause: None, .. }) => return Ok(None),
+        Err(Error::Busy { .. }) => return Ok(None),
         Err(Error::Timeout {
             cause: Some(cause), ..
         }) => return Err(Error::Connection(cause)),

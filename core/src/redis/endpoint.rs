@@ -11,7 +11,10 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
-use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{
+    AsyncConnectionConfig, Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::scripts::{
     is_noscript, shared, AcquireReply, Call, InspectReply, LockState, SharedState, ACQUIRE,
@@ -290,6 +293,90 @@ fn server_of(client: &redis::Client) -> String {
     }
 }
 
+/// A connection manager whose first connection is tried once: a server that
+/// refuses it (or answers as no Redis does) fails in a few milliseconds, not
+/// after the back-off between the manager's tries (about 270 ms), which is
+/// meant for reconnecting: a connection that dropped, to a server that may
+/// be restarting, is still tried again as before. The manager connects
+/// beside that one try, which it outlives, so a server that answers costs
+/// no extra round trip.
+async fn first_connection(
+    client: &redis::Client,
+    config: ConnectionManagerConfig,
+) -> RedisResult<ConnectionManager> {
+    let once = AsyncConnectionConfig::new()
+        .set_connection_timeout(config.connection_timeout())
+        .set_response_timeout(config.response_timeout());
+    let within = config.connection_timeout();
+    let tried = async {
+        client
+            .get_multiplexed_async_connection_with_config(&once)
+            .await
+            .map(drop)
+    };
+    let managed = ConnectionManager::new_with_config(client.clone(), config);
+    match futures_util::future::try_join(managed, tried).await {
+        Ok((conn, ())) => Ok(conn),
+        Err(e) => Err(not_redis(e, client, within).await),
+    }
+}
+
+/// `e`, a failure of `client`'s first exchange with its server, said in
+/// one line when the server did not answer as Redis does (an HTTP server on
+/// that port, say): redis-rs reports its parser's position and the raw byte
+/// codes over several lines. The line names what the server sends first.
+async fn not_redis(
+    e: redis::RedisError,
+    client: &redis::Client,
+    within: Option<Duration>,
+) -> redis::RedisError {
+    if e.kind() != redis::ErrorKind::Parse {
+        return e;
+    }
+    let within = within.unwrap_or(Duration::from_secs(1));
+    let sent = match first_line(client, within).await {
+        Some(line) => format!(" (it sent {line:?} first)"),
+        None => String::new(),
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("the server did not answer as Redis does{sent}: is it a Redis server?"),
+    )
+    .into()
+}
+
+/// The first line that `client`'s server sends back to a PING over plain
+/// TCP, printable and cut to 60 characters; `None` over TLS, or when it
+/// sends nothing within `within`.
+async fn first_line(client: &redis::Client, within: Duration) -> Option<String> {
+    let redis::ConnectionAddr::Tcp(host, port) = client.get_connection_info().addr() else {
+        return None;
+    };
+    let read = async {
+        let mut stream = tokio::net::TcpStream::connect((host.as_str(), *port))
+            .await
+            .ok()?;
+        stream.write_all(b"*1\r\n$4\r\nPING\r\n").await.ok()?;
+        let mut buf = [0u8; 256];
+        let mut n = 0;
+        while n < buf.len() && !buf[..n].contains(&b'\n') {
+            match stream.read(&mut buf[n..]).await.ok()? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        Some(buf[..n].to_vec())
+    };
+    let sent = tokio::time::timeout(within, read).await.ok()??;
+    let line = sent.split(|b| *b == b'\r' || *b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let mut shown: String = line.chars().take(60).collect();
+    if line.chars().count() > 60 {
+        shown.push('…');
+    }
+    (!shown.is_empty()).then_some(shown)
+}
+
 /// How long a `WAIT` for replicas may take after an acquire or extend.
 fn wait_timeout(lease_ms: u64) -> u64 {
     (lease_ms / 4).clamp(1, 1000)
@@ -311,7 +398,7 @@ impl Node {
                 let conn = if lazy {
                     ConnectionManager::new_lazy_with_config((*client).clone(), config)
                 } else {
-                    ConnectionManager::new_with_config((*client).clone(), config).await
+                    first_connection(&client, config).await
                 };
                 Route::Direct(conn.map_err(|e| (e, label.clone()))?, Arc::new(*client))
             }
@@ -320,7 +407,7 @@ impl Node {
                 let address = Mutex::new(None);
                 let first = async {
                     let client = SentinelRoute::master_client(&sentinel, &address).await?;
-                    ConnectionManager::new_with_config(client, config.clone()).await
+                    first_connection(&client, config.clone()).await
                 };
                 let first = first
                     .await
@@ -394,13 +481,14 @@ impl Node {
         }
     }
 
-    /// One PING: whether the endpoint answers now.
+    /// One PING: whether the endpoint answers now (and as Redis does).
     pub(crate) async fn ping(&self) -> RedisResult<()> {
         let mut conn = self.conn().await?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .map(|_| ())
+        let pong = redis::cmd("PING").query_async::<String>(&mut conn).await;
+        match (pong, &self.route) {
+            (Err(e), Route::Direct(_, client)) => Err(not_redis(e, client, None).await),
+            (pong, _) => pong.map(|_| ()),
+        }
     }
 
     /// The command `release.lua` announces a release with.

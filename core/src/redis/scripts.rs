@@ -171,10 +171,12 @@ impl AcquireReply {
 }
 
 /// What an owner-checked script (`release.lua`, `extend.lua`) answered:
-/// a non-negative value when the owner matched, otherwise why not.
+/// a non-negative value when the owner matched, otherwise why not (-3: an
+/// operator's forced release ended the holding, see `release.lua`).
 pub(crate) fn owner_checked(v: i64) -> Result<u32, NotOwnedReason> {
     match v {
         -1 => Err(NotOwnedReason::Expired),
+        -3 => Err(NotOwnedReason::Forced),
         v if v < 0 => Err(NotOwnedReason::HeldByAnother),
         v => Ok(u32::try_from(v).unwrap_or(u32::MAX)),
     }

@@ -119,7 +119,7 @@ export async function usage(): Promise<number> {
     await lock.release()
   } catch (err) {
     if (err instanceof LockNotOwnedError) {
-      const reason: 'not acquired by this owner' | 'already released' | 'expired' | 'held by another owner' = err.reason
+      const reason: 'not acquired by this owner' | 'already released' | 'expired' | 'held by another owner' | 'forced' = err.reason
       void reason
     } else if (err instanceof LockTimeoutError || err instanceof LockLostError) {
       const code: 'ERR_LOCK_TIMEOUT' | 'ERR_LOCK_LOST' = err.code
