@@ -7,12 +7,36 @@ export CARGO_TERM_COLOR ?= never
 ## Every check CI runs: formatting, lints, one version, every test suite, and the release artefacts installed.
 test: lint test-rust test-python test-node test-matrix test-interop test-faults test-netfaults test-soak test-docs test-dist
 
-lint:
+## What make test checks first: make check, and one version across the artefacts.
+lint: check
 	scripts/ensure-redis
+	scripts/check-version
+
+# Every crate's source folder: none may have modules that depend on each other in a cycle.
+CRATE_SOURCES := core/src python/src node/src cli/src bench/src tests/support/rust/src
+
+.PHONY: check test-quick
+## The loop to run many times a day: formatting, clippy, and no module cycle in any crate.
+check:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	scripts/check-module-cycles
-	scripts/check-version
+	for src in $(CRATE_SOURCES); do scripts/check-module-cycles $$src || exit 1; done
+
+# The core's suites that take seconds, not tens of seconds (the Cluster, Sentinel, inspection,
+# lifetime, property and security suites are test-rust's).
+QUICK_RUST_SUITES := $(filter-out cluster sentinel inspection lifetime properties security,\
+	$(basename $(notdir $(wildcard core/tests/*.rs))))
+DEBUG_ADDON := target/debug/rlock.node
+
+## The core's quick suites and the Python and Node face suites against debug builds (the Node one
+## through NAPI_RS_NATIVE_LIBRARY_PATH, leaving the release addon of make test alone).
+test-quick: python-package node-dev-tools
+	scripts/ensure-redis
+	cargo build -p rlock-node
+	cp target/debug/librlock_node.so $(DEBUG_ADDON)
+	cargo test --workspace --lib $(addprefix --test ,$(QUICK_RUST_SUITES))
+	.venv/bin/python -m pytest tests/python -q
+	NAPI_RS_NATIVE_LIBRARY_PATH=$(CURDIR)/$(DEBUG_ADDON) node --test tests/node/
 
 test-rust:
 	scripts/ensure-redis

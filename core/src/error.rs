@@ -6,8 +6,6 @@
 
 use std::fmt;
 
-use crate::options::Wait;
-
 /// Why an operation found that the caller does not hold the lock: what this
 /// client knows of the owner's own holdings (it remembers the last releases
 /// it reported, a bounded number) combined with what Redis answered.
@@ -140,9 +138,8 @@ pub enum Error {
     /// single attempt). `cause` carries node errors when a quorum was missed.
     #[error("lock {name:?} was not acquired before the deadline{}", cause.as_ref().map(|c| format!(" ({c})")).unwrap_or_default())]
     Timeout { name: String, cause: Option<String> },
-    /// A single attempt ([`Wait::Once`]) found the lock held by someone
-    /// else: a timeout with no deadline, in the same category (see
-    /// [`Error::of_wait`]).
+    /// A single attempt (`Wait::Once`) found the lock held by someone
+    /// else: a timeout with no deadline, in the same category.
     #[error("lock {name:?} is held by someone else")]
     Busy { name: String },
     /// Release or extend of a lock this owner does not hold.
@@ -194,16 +191,6 @@ impl Error {
             option: Some(option),
             message: problem.into(),
         })
-    }
-
-    /// What an acquisition that waited as `wait` allows ended in, said as
-    /// such: a single attempt that found the lock busy passed no deadline,
-    /// so its timeout is [`Error::Busy`]. Anything else is left as it is.
-    pub fn of_wait(self, wait: Wait) -> Self {
-        match self {
-            Error::Timeout { name, cause: None } if wait.is_once() => Error::Busy { name },
-            other => other,
-        }
     }
 
     /// The stable category name shared by every face.
@@ -319,33 +306,7 @@ impl fmt::Display for Invalid {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-
-    #[test]
-    fn a_single_attempt_that_found_the_lock_held_names_no_deadline() {
-        let timeout = |cause: Option<&str>| Error::Timeout {
-            name: "report".into(),
-            cause: cause.map(str::to_owned),
-        };
-        for once in [Wait::Once, Wait::For(Duration::ZERO)] {
-            let busy = timeout(None).of_wait(once);
-            assert_eq!(busy.to_string(), "lock \"report\" is held by someone else");
-            assert_eq!(busy.category(), "timeout");
-        }
-        for waited in [Wait::For(Duration::from_secs(1)), Wait::Forever] {
-            assert_eq!(
-                timeout(None).of_wait(waited).to_string(),
-                "lock \"report\" was not acquired before the deadline"
-            );
-        }
-        // A missed quorum says why, whatever the wait.
-        assert!(matches!(
-            timeout(Some("2 of 3 masters")).of_wait(Wait::Once),
-            Error::Timeout { cause: Some(_), .. }
-        ));
-    }
 
     #[test]
     fn a_forced_release_is_its_own_reason_in_every_face() {

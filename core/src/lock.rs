@@ -183,7 +183,7 @@ impl Lock {
         // their own futures.
         Box::pin(acquire::run(self, wait).instrument(span))
             .await
-            .map_err(|e| e.of_wait(wait))
+            .map_err(|e| said_of(e, wait))
     }
 
     /// One attempt: `Some` when acquired, `None` when someone else holds it.
@@ -413,6 +413,17 @@ impl Lock {
     }
 }
 
+/// What an acquisition that waited as `wait` allows ended in, said as such:
+/// a single attempt that found the lock busy passed no deadline, so its
+/// timeout is [`Error::Busy`]. Anything else (a missed Redlock quorum, which
+/// says why) is left as it is.
+fn said_of(e: Error, wait: Wait) -> Error {
+    match e {
+        Error::Timeout { name, cause: None } if wait.is_once() => Error::Busy { name },
+        other => other,
+    }
+}
+
 /// The owner id of `unit` of the client `client_id`, for a lock of `kind`.
 fn owner_id(client_id: &str, unit: &str, kind: Kind) -> Arc<str> {
     Arc::from(format!("{client_id}:{unit}{}", kind.owner_suffix()))
@@ -422,4 +433,33 @@ async fn wait_lost(rx: Option<watch::Receiver<Option<LostReason>>>) -> Option<Lo
     let mut rx = rx?;
     // Err: the holding left the table (released) without being lost.
     rx.wait_for(Option::is_some).await.ok().and_then(|r| *r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_attempt_that_found_the_lock_held_names_no_deadline() {
+        let timeout = |cause: Option<&str>| Error::Timeout {
+            name: "report".into(),
+            cause: cause.map(str::to_owned),
+        };
+        for once in [Wait::Once, Wait::For(Duration::ZERO)] {
+            let busy = said_of(timeout(None), once);
+            assert_eq!(busy.to_string(), "lock \"report\" is held by someone else");
+            assert_eq!(busy.category(), "timeout");
+        }
+        for waited in [Wait::For(Duration::from_secs(1)), Wait::Forever] {
+            assert_eq!(
+                said_of(timeout(None), waited).to_string(),
+                "lock \"report\" was not acquired before the deadline"
+            );
+        }
+        // A missed quorum says why, whatever the wait.
+        assert!(matches!(
+            said_of(timeout(Some("2 of 3 masters")), Wait::Once),
+            Error::Timeout { cause: Some(_), .. }
+        ));
+    }
 }

@@ -14,10 +14,11 @@ use crate::cache::{self, CacheRead};
 use crate::error::{ErrorFactory, Errors, Failure};
 use crate::job::NativeJob;
 use crate::lock::NativeLock;
-use crate::options::{option_name, permit_count, CacheOptions, JobOptions, LockOptions};
+use crate::options::{permit_count, CacheOptions, JobOptions, LockOptions};
 use crate::runtime;
 use crate::rwlock::NativeRwLock;
 use crate::semaphore::NativeSemaphore;
+use crate::spelling::option_name;
 
 /// A connection to one Redis deployment, shared by the locks made from it.
 #[napi]

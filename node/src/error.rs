@@ -11,7 +11,7 @@ use napi::bindgen_prelude::{FnArgs, FunctionRef, Unknown};
 use napi::Env;
 use rlock_core::Opt;
 
-use crate::options::option_name;
+use crate::spelling::option_name;
 
 /// `makeError(category, message, detail)` from `node/index.js`.
 pub type ErrorFactory = FunctionRef<FnArgs<ErrorParts>, Unknown<'static>>;

@@ -17,3 +17,4 @@ mod runtime;
 mod rwlock;
 mod semaphore;
 mod settings;
+mod spelling;

@@ -71,13 +71,11 @@ impl NativeLock {
         let on_lost = self.on_lost.clone();
         let mut cancelled = cancel.map(|c| c.tx.subscribe());
         let acquire = async move {
-            // A single attempt (`timeoutMs: 0`) that found the lock busy
-            // passed no deadline: `Error::of_wait` says so.
             let acquired = match cancelled.as_mut() {
-                None => lock.acquire(wait).await.map_err(|e| e.of_wait(wait))?,
+                None => lock.acquire(wait).await?,
                 Some(rx) => tokio::select! {
                     biased;
-                    acquired = lock.acquire(wait) => acquired.map_err(|e| e.of_wait(wait))?,
+                    acquired = lock.acquire(wait) => acquired?,
                     _ = rx.wait_for(|c| *c) => return Err(Failure::Aborted),
                 },
             };

@@ -132,33 +132,6 @@ fn camel_case(snake: &str) -> String {
     camel
 }
 
-/// A lock option as the JS face names it (`LockOptions` of `index.d.ts`).
-pub fn option_name(option: Opt) -> &'static str {
-    match option {
-        Opt::Ttl => "ttlMs",
-        Opt::Timeout => "timeoutMs",
-        // No such option in JS: a `timeoutMs` of 0 is one attempt.
-        Opt::Blocking => "blocking",
-        Opt::AutoRenew => "autoRenew",
-        Opt::MaxHold => "maxHoldMs",
-        Opt::SyncReplicas => "syncReplicas",
-        Opt::Fair => "fair",
-        Opt::QueueAfter => "queueAfterMs",
-        Opt::AllowLongTtl => "allowLongTtl",
-        // A semaphore's size, and what one acquisition takes: both are
-        // `permits`, of `client.semaphore()` and of `acquire()`.
-        Opt::Permits | Opt::Take => "permits",
-        Opt::Stale => "staleMs",
-        Opt::NoneTtl => "noneTtlMs",
-        Opt::Jitter => "jitter",
-        Opt::Early => "early",
-        Opt::OnError => "onError",
-        Opt::LockTtl => "lockTtlMs",
-        Opt::AtLeast => "atLeastMs",
-        Opt::AtMost => "atMostMs",
-    }
-}
-
 /// A number of permits as JS gives it (a float), checked by the core.
 pub fn permit_count(option: Opt, n: f64) -> Result<i64, Failure> {
     Ok(rlock_core::validate::whole_permits(option, n)?)

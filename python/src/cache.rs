@@ -13,7 +13,7 @@ use rlock_core::{
     validate, CacheArgs, CacheOptions, Entry, Error, Read, Rebuild as CoreRebuild, Stored, Unit,
 };
 
-use crate::client::Shared;
+use crate::connection::Shared;
 use crate::error::to_py;
 use crate::numbers::{secs, Seconds};
 use crate::runtime;

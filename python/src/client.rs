@@ -2,13 +2,13 @@
 //! (and made afresh in a forked child, which must not touch the parent's).
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use rlock_core::{validate, Client as CoreClient, ClientOptions, Error, Kind, Stats};
-use tokio::sync::OnceCell;
 
 use crate::cache::{Cache, CacheSpec};
+use crate::connection::Shared;
 use crate::error::to_py;
 use crate::job::{self, Job};
 use crate::lock::{Lock, LockSpec};
@@ -20,113 +20,6 @@ use crate::semaphore::Semaphore;
 #[pyclass(frozen, module = "rlock._native", name = "Client")]
 pub struct Client {
     shared: Arc<Shared>,
-}
-
-/// What the client and every lock made from it share.
-pub struct Shared {
-    /// One URL, the seeds of a Cluster, or the masters of a Redlock.
-    urls: Vec<String>,
-    /// The URLs as they may be shown: never with a password.
-    server: String,
-    options: ClientOptions,
-    conn: Mutex<Conn>,
-}
-
-/// The connection of one process generation (see `runtime::generation`).
-struct Conn {
-    generation: u64,
-    client: Arc<OnceCell<CoreClient>>,
-    closed: bool,
-}
-
-impl Conn {
-    fn new() -> Self {
-        Conn {
-            generation: runtime::generation(),
-            client: Arc::new(OnceCell::new()),
-            closed: false,
-        }
-    }
-
-    /// In a forked child, starts over with no connection.
-    fn refresh(&mut self) {
-        if self.generation != runtime::generation() {
-            let closed = self.closed;
-            let parents = std::mem::replace(self, Conn::new());
-            self.closed = closed;
-            drop(parents);
-        }
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        if self.generation != runtime::generation() {
-            // The parent's client: its sockets and runtime are the parent's.
-            std::mem::forget(std::mem::replace(
-                &mut self.client,
-                Arc::new(OnceCell::new()),
-            ));
-        }
-    }
-}
-
-impl Shared {
-    fn conn(&self) -> std::sync::MutexGuard<'_, Conn> {
-        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        conn.refresh();
-        conn
-    }
-
-    /// The core client, connecting on first use in this process.
-    pub fn connected(
-        &self,
-    ) -> impl Future<Output = rlock_core::Result<CoreClient>> + Send + 'static {
-        // Connected already (every call but the first): nothing to copy.
-        let state = {
-            let conn = self.conn();
-            match (conn.client.get(), conn.closed) {
-                // Closed after connecting: the core refuses what it must (and
-                // still says which holdings the close ended).
-                (Some(client), _) => Ok(Ok(client.clone())),
-                (None, true) => Err(Error::Closed),
-                (None, false) => Ok(Err((
-                    conn.client.clone(),
-                    self.urls.clone(),
-                    self.options.clone(),
-                ))),
-            }
-        };
-        async move {
-            match state? {
-                Ok(client) => Ok(client),
-                Err((cell, urls, options)) => cell
-                    .get_or_try_init(|| CoreClient::connect_urls(&urls, options))
-                    .await
-                    .cloned(),
-            }
-        }
-    }
-
-    /// The core client if this process has connected (no I/O).
-    pub fn current(&self) -> Option<CoreClient> {
-        self.conn().client.get().cloned()
-    }
-
-    /// Marks the client closed and closes the core client, if connected;
-    /// the future ends when the core's releases are done.
-    fn close(&self) -> impl Future<Output = ()> + Send + 'static {
-        let closing = {
-            let mut conn = self.conn();
-            conn.closed = true;
-            conn.client.get().map(CoreClient::close)
-        };
-        async move {
-            if let Some(closing) = closing {
-                closing.await;
-            }
-        }
-    }
 }
 
 impl Client {
@@ -197,17 +90,13 @@ impl Client {
             let v = py.version_info();
             (v.major, v.minor, v.patch)
         };
+        let options = ClientOptions::default()
+            .prefix(prefix)
+            .cluster(cluster)
+            .tls_ca_pem(tls_ca)
+            .face(format!("python {major}.{minor}.{patch}"));
         Ok(Client {
-            shared: Arc::new(Shared {
-                urls,
-                server,
-                options: ClientOptions::default()
-                    .prefix(prefix)
-                    .cluster(cluster)
-                    .tls_ca_pem(tls_ca)
-                    .face(format!("python {major}.{minor}.{patch}")),
-                conn: Mutex::new(Conn::new()),
-            }),
+            shared: Arc::new(Shared::new(urls, server, options)),
         })
     }
 
@@ -321,21 +210,21 @@ impl Client {
 
     #[getter]
     fn server(&self) -> &str {
-        &self.shared.server
+        self.shared.server()
     }
 
     #[getter]
     fn prefix(&self) -> &str {
-        &self.shared.options.prefix
+        &self.shared.options().prefix
     }
 
     #[getter]
     fn cluster(&self) -> bool {
-        self.shared.options.cluster
+        self.shared.options().cluster
     }
 
     #[getter]
     fn closed(&self) -> bool {
-        self.shared.conn().closed
+        self.shared.closed()
     }
 }

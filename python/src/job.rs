@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pyo3::prelude::*;
 use rlock_core::{validate, Job as CoreJob, JobArgs, Unit};
 
-use crate::client::Shared;
+use crate::connection::Shared;
 use crate::runtime;
 
 #[pyclass(frozen, module = "rlock._native", name = "Job")]

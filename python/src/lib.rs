@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod cache;
 mod client;
+mod connection;
 mod error;
 mod job;
 mod lock;
@@ -38,9 +39,19 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(settings::url_from_settings, m)?)?;
     m.add_function(wrap_pyfunction!(settings::sentinel_url_from_settings, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    let before_exit = wrap_pyfunction!(runtime::before_exit, m)?;
+    let before_exit = wrap_pyfunction!(before_exit, m)?;
     m.py()
         .import("atexit")?
         .call_method1("register", (before_exit,))?;
     Ok(())
+}
+
+/// Registered with `atexit`: what is still queued for the `rlock` logger is
+/// handed over first (for up to a second), then the runtime stops handing
+/// results to Python (see `runtime::stop_bridging`).
+#[pyfunction]
+fn before_exit(py: Python<'_>) {
+    let logged_by = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    py.detach(|| logging::drain(logged_by));
+    runtime::stop_bridging(py);
 }

@@ -13,7 +13,7 @@ use rlock_core::{
     validate, Error, Kind, Lock as CoreLock, LockArgs, LockOptions, Opt, Unit, Wait, DEFAULT_TTL,
 };
 
-use crate::client::Shared;
+use crate::connection::Shared;
 use crate::error::{factory_option_name, option_name, to_py, to_py_spelled};
 use crate::numbers::{secs, Count, Seconds, Text};
 use crate::runtime;

@@ -211,16 +211,14 @@ impl Drop for Bridging {
     }
 }
 
-/// Registered with `atexit`: a runtime thread must not touch the GIL once the
-/// interpreter finalizes (CPython kills a thread that tries, which is fatal
-/// for a Rust thread). An awaited result can be handed over just before the
-/// program ends, by a job still inside the GIL (its wake-up write to the event
-/// loop releases the GIL for a moment); so stop new jobs, and let the running
-/// ones finish, with the GIL released and a bound on the wait.
-#[pyfunction]
-pub fn before_exit(py: Python<'_>) {
-    let logged_by = std::time::Instant::now() + Duration::from_secs(1);
-    py.detach(|| crate::logging::drain(logged_by));
+/// At exit (see `before_exit` in lib.rs): a runtime thread must not touch
+/// the GIL once the interpreter finalizes (CPython kills a thread that tries,
+/// which is fatal for a Rust thread). An awaited result can be handed over
+/// just before the program ends, by a job still inside the GIL (its wake-up
+/// write to the event loop releases the GIL for a moment); so stop new jobs,
+/// and let the running ones finish, with the GIL released and a bound on the
+/// wait.
+pub fn stop_bridging(py: Python<'_>) {
     CLOSING.store(true, Ordering::SeqCst);
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     py.detach(|| {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use rlock_core::Kind;
 
-use crate::client::Shared;
+use crate::connection::Shared;
 use crate::error::to_py;
 use crate::lock::{Lock, LockSpec};
 use crate::numbers::Count;
