@@ -85,7 +85,7 @@ export interface SemaphoreAcquireOptions extends AcquireOptions, PermitsOptions 
 export interface JobOptions {
   /** From the job's start, how long nobody runs it again, however soon it ends (default 0). */
   atLeastMs?: number
-  /** The longest its lock is renewed while it runs (default an hour); past it the lock is lost. */
+  /** How long its lock is taken for, not renewed (default an hour); past it while it runs the lock is lost. */
   atMostMs?: number
 }
 
@@ -252,7 +252,7 @@ export declare class Client extends EventEmitter<ClientEvents> {
   /**
    * Runs `fn` as the run-once job `name` if this process takes its lock (one attempt, never a
    * wait), the others resolving `{ ran: false }` at once; the lock stays taken until `atLeastMs`
-   * after the start, renewed while `fn` runs for at most `atMostMs`.
+   * after the start, taken for `atMostMs` while `fn` runs.
    */
   runOnce<T>(
     name: string,

@@ -495,10 +495,10 @@ class Client extends EventEmitter {
    * process takes the job's lock (one attempt, never a wait), resolving
    * `{ ran: true, value, fencingToken }`; else at once `{ ran: false }`. The
    * lock stays taken until `atLeastMs` after the start (default 0), also when
-   * `fn` rejects, so nobody runs the job again this period; it is renewed
-   * while `fn` runs, for at most `atMostMs` (default an hour), past which it
-   * is lost (`LockLostError`, once `fn` is done) and another process may run
-   * the job. Bad arguments reject before any I/O.
+   * `fn` rejects, so nobody runs the job again this period; it is taken for
+   * `atMostMs` (default an hour), not renewed: past it while `fn` runs it is
+   * lost (`LockLostError`, once `fn` is done) and another process may run the
+   * job. Bad arguments reject before any I/O.
    */
   async runOnce(name, fn, options) {
     expectName(name)

@@ -2,8 +2,8 @@
 //! the same hour; CMD runs on the one that takes the job's lock, the others
 //! skip at once (exit 0, or --skip-exit's CODE), and the lock stays taken
 //! until --at-least seconds after CMD started, so a machine whose cron fires
-//! a little later skips that period too (ShedLock's lockAtLeastFor). While
-//! CMD runs the lock is renewed, for at most --at-most seconds.
+//! a little later skips that period too (ShedLock's lockAtLeastFor). The
+//! lock is taken for --at-most seconds, not renewed (lockAtMostFor).
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -27,8 +27,8 @@ pub struct OnceArgs {
     /// however soon CMD ends.
     #[arg(long, value_name = "SECS", default_value_t = 0.0)]
     at_least: f64,
-    /// The longest CMD holds the job while it runs (the lock is renewed until
-    /// then); past it another machine may run the job.
+    /// How long the job's lock is taken for while CMD runs (not renewed);
+    /// past it another machine may run the job.
     #[arg(long, value_name = "SECS", default_value_t = rlock_core::DEFAULT_AT_MOST.as_secs_f64())]
     at_most: f64,
     /// The exit status when the job ran elsewhere this period.

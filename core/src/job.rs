@@ -1,11 +1,14 @@
 //! Run-once jobs: a job that every process of a fleet schedules (a cron, a
 //! timer) runs on one of them per period, as ShedLock's `lockAtLeastFor` /
 //! `lockAtMostFor` do for Java. Whoever takes the job's lock in one attempt
-//! runs it, the lock renewed while it runs for at most `at_most`; the others
-//! skip it at once, never wait. Once the job ends, its lock stays taken until
-//! `at_least` after the start, so a process whose schedule fires a little
-//! later (its clock a little apart, a slow start) finds it taken and skips
-//! that period instead of running the job a second time.
+//! runs it; the others skip it at once, never wait. The lock is taken for
+//! `at_most` and not renewed: a process that dies while the job runs keeps
+//! the others from running it until then. Once the job ends, its lock is
+//! shortened to end `at_least` after the start, so a process whose schedule
+//! fires a little later (its clock a little apart, a slow start) finds it
+//! taken and skips that period instead of running the job a second time; if
+//! that cannot be done, the lock stays as it was (until `at_most`): a job is
+//! never run twice in a period for want of an answer from Redis.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -16,7 +19,7 @@ use tokio::time::Instant;
 use crate::context::Client;
 use crate::error::{Error, Opt, Result};
 use crate::lock::Lock;
-use crate::options::{self, LockOptions, Unit, DEFAULT_TTL, MAX_DURATION, MIN_LEASE};
+use crate::options::{self, LockOptions, Unit, Wait, MAX_DURATION, MIN_LEASE};
 
 /// How long a run-once job's lock is kept: at least `at_least` from its
 /// start, at most `at_most` while the job runs.
@@ -25,9 +28,9 @@ pub struct JobOptions {
     /// From the job's start, how long its lock stays taken even when the job
     /// ends sooner: the period in which no other process runs it again.
     pub at_least: Duration,
-    /// The longest the lock is renewed while the job runs (the watchdog's
-    /// `max_hold`): past it, the lock is lost (and reported) and another
-    /// process may run the job.
+    /// How long the lock is taken for (not renewed): past it while the job
+    /// runs, the lock is lost (and reported) and another process may run
+    /// the job; a process that dies while its job runs holds it that long.
     pub at_most: Duration,
 }
 
@@ -70,12 +73,9 @@ impl JobOptions {
         Ok(())
     }
 
-    /// The options of the job's lock: a lease no longer than `at_most`,
-    /// renewed for at most `at_most`.
+    /// The options of the job's lock: a lease of `at_most`, not renewed.
     fn lock(&self) -> LockOptions {
-        LockOptions::default()
-            .ttl(DEFAULT_TTL.min(self.at_most))
-            .max_hold(Some(self.at_most))
+        LockOptions::default().ttl(self.at_most).auto_renew(false)
     }
 }
 
@@ -112,9 +112,12 @@ impl JobArgs {
 }
 
 /// A run-once job this process took: run it, then [`finish`](Self::finish).
+/// Dropped unfinished (its caller went away before it ran, say), its lock
+/// is given back in the background, so another process may run it.
 #[derive(Debug)]
 pub struct Job {
-    lock: Lock,
+    /// None once finished.
+    lock: Option<Lock>,
     started: Instant,
     at_least: Duration,
     fencing_token: u64,
@@ -128,19 +131,35 @@ impl Job {
 
     /// The job's lock (its name, whether it was lost meanwhile).
     pub fn lock(&self) -> &Lock {
-        &self.lock
+        self.lock
+            .as_ref()
+            .expect("a job's lock is there until it finishes")
     }
 
-    /// The job ended (however it ended): its lock is kept until `at_least`
-    /// after the start, no longer renewed, and then ends in Redis on its own;
-    /// or released now when that time has passed. [`Error::Lost`] when the
-    /// lock was lost while the job ran (another process may have run it too).
-    pub async fn finish(self) -> Result<()> {
+    /// The job ended (however it ended): its lock is shortened to end
+    /// `at_least` after the start, then ends in Redis on its own; or it is
+    /// released now when that time has passed. [`Error::Lost`] when the lock
+    /// was lost while the job ran (another process may have run it too);
+    /// a connection error when Redis did not take the shorter lease, which
+    /// then stays as it was (until `at_most`).
+    pub async fn finish(mut self) -> Result<()> {
+        let lock = self.lock.take().expect("finished once");
         let left = (self.started + self.at_least).saturating_duration_since(Instant::now());
-        if left < MIN_LEASE {
-            return self.lock.finish().await;
+        if left < MIN_LEASE && lock.lost().is_none() {
+            return lock.finish().await;
         }
-        self.lock.keep_for(left).await
+        lock.keep_for(left.max(MIN_LEASE)).await
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            let runtime = lock.client().context.runtime().clone();
+            runtime.spawn(async move {
+                let _ = lock.release().await;
+            });
+        }
     }
 }
 
@@ -155,12 +174,18 @@ impl Client {
         let run = self.context.next_handle.fetch_add(1, Ordering::Relaxed);
         let lock = self.lock_as(name, options.lock(), &format!("job{run}"))?;
         let started = Instant::now();
-        let Some(acquired) = lock.try_acquire().await? else {
-            tracing::debug!(target: "rlock", job = name, "taken elsewhere within its period; skipped");
-            return Ok(None);
+        // Only "held by someone else" is a skip: a Redlock quorum that could
+        // not be reached is an error, or every process would skip the job.
+        let acquired = match lock.acquire(Wait::Once).await {
+            Ok(acquired) => acquired,
+            Err(Error::Busy { .. }) => {
+                tracing::debug!(target: "rlock", job = name, "taken elsewhere within its period; skipped");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
         };
         Ok(Some(Job {
-            lock,
+            lock: Some(lock),
             started,
             at_least: options.at_least,
             fencing_token: acquired.fencing_token,

@@ -258,23 +258,38 @@ impl Lock {
 
     /// Ends a scoped holding by leaving it to end in Redis `left` from now
     /// instead of releasing it (a run-once job's lock, kept until its
-    /// `at_least`): the lease is set to `left`, and no longer renewed. A lease
-    /// that ended during the scope is [`Error::Lost`], as with
-    /// [`finish`](Self::finish); when the lease cannot be set (Redis does not
-    /// answer), the holding is released as `finish` would.
+    /// `at_least`): the lease is set to `left` (tried again a few times
+    /// while Redis does not answer), and the holding is no longer this
+    /// client's to renew or release. Never a release: a holding whose lease
+    /// cannot be set keeps the one it had. A lease that ended during the
+    /// scope is [`Error::Lost`], as with [`finish`](Self::finish).
     pub async fn keep_for(&self, left: Duration) -> Result<()> {
-        if self.lost().is_some() {
-            return self.finish().await;
+        let context = self.context();
+        let forget = || context.holdings.forget(&self.keys.lock, &self.owner);
+        if let Some(reason) = self.lost() {
+            forget();
+            return Err(self.lost_error(reason));
         }
-        match self.extend(Some(left)).await {
-            Ok(()) => {
-                self.context().holdings.forget(&self.keys.lock, &self.owner);
-                Ok(())
+        let mut pauses = cancel::RETRY_PAUSES.iter();
+        loop {
+            match self.extend(Some(left)).await {
+                Ok(()) => {
+                    forget();
+                    return Ok(());
+                }
+                Err(Error::NotOwned { reason, .. }) => {
+                    let lost = self.lost().or(reason.lost()).unwrap_or(LostReason::Expired);
+                    forget();
+                    return Err(self.lost_error(lost));
+                }
+                Err(e) => match pauses.next() {
+                    Some(pause) => tokio::time::sleep(*pause).await,
+                    None => {
+                        forget();
+                        return Err(e);
+                    }
+                },
             }
-            Err(Error::NotOwned { reason, .. }) => {
-                Err(self.lost_error(self.lost().or(reason.lost()).unwrap_or(LostReason::Expired)))
-            }
-            Err(_) => self.finish().await,
         }
     }
 

@@ -124,3 +124,30 @@ async fn a_server_that_is_not_redis_is_named_with_what_it_sent() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_server_with_one_connection_left_is_connected_to() {
+    let redis = rlock_test_support::RedisServer::start();
+    let mut admin = redis.conn();
+    let connected: String = redis::cmd("INFO").arg("clients").query(&mut admin).unwrap();
+    let now: u64 = connected
+        .lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // One more connection is all the server takes: the client's own, not
+    // the fast first try beside it, which must not fail the connect.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(now + 1)
+        .query(&mut admin)
+        .unwrap();
+    let client = Client::connect(&redis.url()).await;
+    let client = client.expect("connecting took the last free connection");
+    drop(admin);
+    let lock = client.lock("last").unwrap();
+    assert!(lock.try_acquire().await.unwrap().is_some());
+}

@@ -1,6 +1,7 @@
 //! Run-once jobs: a job every process schedules runs on one of them per
 //! period; the others skip it at once; its lock stays taken until `at_least`
-//! after the start, and is renewed while the job runs for at most `at_most`.
+//! after the start, taken for `at_most` while the job runs, and never given
+//! up early for want of an answer from Redis.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -8,7 +9,24 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, Error, JobOptions, LostReason, Opt};
-use rlock_test_support::RedisServer;
+use rlock_test_support::{behind_proxy, eventually, Cut, RedisServer};
+
+/// The SHA `extend.lua` is sent by (the core joins each file of a script
+/// with a newline).
+fn extend_source() -> String {
+    format!(
+        "{}\n{}\n",
+        include_str!("../../lua/holding.lua"),
+        include_str!("../../lua/extend.lua")
+    )
+}
+
+fn extend_sha() -> Vec<u8> {
+    redis::Script::new(&extend_source())
+        .get_hash()
+        .as_bytes()
+        .to_vec()
+}
 
 fn every(at_least_ms: u64) -> JobOptions {
     JobOptions::default().at_least(Duration::from_millis(at_least_ms))
@@ -112,8 +130,8 @@ async fn a_job_past_at_most_loses_its_lock_and_says_so() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // Past at_most the lock is no longer renewed: another process runs the
-    // job while the first still does, and the first is told.
+    // Past at_most the lock has ended: another process runs the job while
+    // the first still does, and the first is told.
     while b
         .run_once("long", options, |_| async {})
         .await
@@ -131,11 +149,12 @@ async fn a_job_past_at_most_loses_its_lock_and_says_so() {
         "the first run ended before the second began"
     );
     let outcome = running.await.unwrap();
+    // Taken for at_most and not renewed: its lease ran out.
     assert!(
         matches!(
             outcome,
             Err(Error::Lost {
-                reason: LostReason::MaxHold,
+                reason: LostReason::LeaseEnded,
                 ..
             })
         ),
@@ -166,4 +185,60 @@ async fn bad_bounds_are_refused_before_any_io() {
         }
     }
     assert!(monitor.mark().is_empty(), "sent before refusing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_lock_whose_replies_are_lost_is_never_given_up_early() {
+    let (redis, proxy, a) = behind_proxy().await;
+    let b = Client::connect(&redis.url()).await.unwrap();
+    // Known to the server, so that the request goes out by its SHA and runs.
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(extend_source())
+        .query(&mut redis.conn())
+        .unwrap();
+    // The shortening of the job's lock to at_least is applied, but its
+    // reply and the resend's are lost: the job's lock must stay taken.
+    let ran = a
+        .run_once("daily", every(3_600_000), |_| async {
+            proxy.cut_on(&extend_sha(), Cut::AfterForward, 2);
+        })
+        .await;
+    assert!(matches!(ran, Ok(Some(()))), "{ran:?}");
+    assert_eq!(
+        proxy.cuts_done(),
+        2,
+        "the shortening was not sent as planned"
+    );
+    let pttl: i64 = redis.conn().pttl("rlock:{daily}").unwrap();
+    assert!(pttl > 3_500_000, "kept for {pttl} ms");
+    assert_eq!(
+        b.run_once("daily", every(3_600_000), |_| async {})
+            .await
+            .unwrap(),
+        None,
+        "ran a second time in one period"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_taken_and_dropped_unrun_is_given_back() {
+    let redis = RedisServer::start();
+    let (a, b) = (
+        Client::connect(&redis.url()).await.unwrap(),
+        Client::connect(&redis.url()).await.unwrap(),
+    );
+    let job = a.start_job("abandoned", every(60_000)).await.unwrap();
+    assert!(job.is_some());
+    drop(job);
+    let given_back = eventually(Duration::from_secs(5), || {
+        !redis.conn().exists::<_, bool>("rlock:{abandoned}").unwrap()
+    })
+    .await;
+    assert!(given_back, "the lock of a job nobody ran stayed taken");
+    assert!(b
+        .run_once("abandoned", every(60_000), |_| async {})
+        .await
+        .unwrap()
+        .is_some());
 }

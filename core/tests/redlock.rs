@@ -605,3 +605,21 @@ async fn a_give_back_of_the_same_client_that_frees_a_majority_wakes_its_sleeping
         freed.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_run_once_job_without_a_quorum_is_an_error_not_a_skip() {
+    let mut nodes = Masters::start(3);
+    let client = client(&nodes).await;
+    nodes[1].stop();
+    nodes[2].stop();
+    let started = client
+        .start_job("nightly", rlock_core::JobOptions::default())
+        .await;
+    assert!(
+        matches!(
+            started,
+            Err(rlock_core::Error::Timeout { cause: Some(_), .. })
+        ),
+        "{started:?}"
+    );
+}

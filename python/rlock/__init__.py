@@ -1337,9 +1337,13 @@ def _run_once(native: Any, name: str, fn: Callable[..., _T], args: Sequence[Any]
         return SKIPPED
     try:
         value = fn(*args, **kwargs)
-    except BaseException:
+    except BaseException as exc:
         # The job's lock is kept all the same: the next run is next period's.
-        job.finish()
+        # The job's own exception propagates; the lock's trouble rides along.
+        try:
+            job.finish()
+        except LockError as e:
+            _note(exc, e)
         raise
     job.finish()
     return value
@@ -1355,8 +1359,11 @@ async def _run_once_async(native: Any, name: str, fn: Callable[..., Any], args: 
         value = fn(*args, **kwargs)
         if inspect.isawaitable(value):
             value = await value
-    except BaseException:
-        await job.finish_async()
+    except BaseException as exc:
+        try:
+            await job.finish_async()
+        except LockError as e:
+            _note(exc, e)
         raise
     await job.finish_async()
     return value
@@ -1487,9 +1494,10 @@ class Client(_ClientBase):
         returning its value; else at once ``rlock.SKIPPED``. The lock stays
         taken until ``at_least`` seconds after the start (default 0), also
         when ``fn`` raises, so nobody runs the job again this period; it is
-        renewed while ``fn`` runs, for at most ``at_most`` seconds (default
-        3600), past which it is lost (LockLost, raised after ``fn`` returns)
-        and another process may run the job. Checked before any I/O."""
+        taken for ``at_most`` seconds (default 3600), not renewed: past it
+        while ``fn`` runs, it is lost (LockLost, raised after ``fn`` returns)
+        and another process may run the job, and a process that dies while
+        its job runs holds it that long. Checked before any I/O."""
         return _run_once(self._native, name, fn, args, kwargs, at_least, at_most)
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ taken until at_least after its start, also when the job raises."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from typing import List
@@ -102,3 +103,40 @@ def test_bad_bounds_are_refused(client: rlock.Client, name: str) -> None:
         client.run_once(name, lambda: None, at_most=0.001)
     with pytest.raises(TypeError):
         client.run_once(name, lambda: None, at_least="soon")  # type: ignore[arg-type]
+
+
+def test_the_jobs_own_exception_propagates_with_the_loss_as_a_note(
+    client: rlock.Client, name: str
+) -> None:
+    def overruns() -> None:
+        time.sleep(0.4)
+        raise ValueError("the report failed")
+
+    with pytest.raises(ValueError, match="the report failed") as raised:
+        client.run_once(name, overruns, at_most=0.2)
+    notes = getattr(raised.value, "__notes__", [])
+    assert any("lost" in n for n in notes) or sys.version_info < (3, 11), notes
+
+
+def test_a_cancelled_async_run_leaves_the_job_to_the_others(
+    aclient: rlock.AsyncClient, server: RedisServer, name: str
+) -> None:
+    async def main() -> object:
+        # Cancelled before the job runs (the server stalled 300 ms by a
+        # script of the test's own): its lock is given back.
+        busy = ("local t = redis.call('TIME') local start = t[1] * 1e6 + t[2] "
+                "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - start > 300000 return 1")
+        stall = threading.Thread(target=lambda: server.redis.eval(busy, 0))
+        stall.start()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(aclient.run_once(name, lambda: "ran", at_least=60), 0.05)
+        stall.join()
+        # The others run it, once the abandoned acquisition has landed and
+        # been given back (not after its hour-long lease).
+        deadline = time.monotonic() + 5
+        while (outcome := await aclient.run_once(name, lambda: "ran", at_least=60)) is rlock.SKIPPED:
+            assert time.monotonic() < deadline, "the lock of a job nobody ran stayed taken"
+            await asyncio.sleep(0.02)
+        return outcome
+
+    assert asyncio.run(main()) == "ran"

@@ -293,13 +293,16 @@ fn server_of(client: &redis::Client) -> String {
     }
 }
 
-/// A connection manager whose first connection is tried once: a server that
-/// refuses it (or answers as no Redis does) fails in a few milliseconds, not
-/// after the back-off between the manager's tries (about 270 ms), which is
-/// meant for reconnecting: a connection that dropped, to a server that may
-/// be restarting, is still tried again as before. The manager connects
-/// beside that one try, which it outlives, so a server that answers costs
-/// no extra round trip.
+/// A connection manager whose first connection fails fast where it cannot
+/// succeed: a server that refuses it (or answers as no Redis does) fails in
+/// a few milliseconds, not after the back-off between the manager's tries
+/// (about 270 ms), which is meant for reconnecting (a connection that
+/// dropped, to a server that may be restarting, is still tried again as
+/// before). One direct try runs beside the manager's: the manager's answer
+/// is the answer, unless the direct try first finds the connection refused
+/// or the server no Redis; any other failure of the direct try (the
+/// server's last free connection taken by the manager, say) waits for the
+/// manager. A server that answers costs no extra round trip.
 async fn first_connection(
     client: &redis::Client,
     config: ConnectionManagerConfig,
@@ -308,15 +311,20 @@ async fn first_connection(
         .set_connection_timeout(config.connection_timeout())
         .set_response_timeout(config.response_timeout());
     let within = config.connection_timeout();
-    let tried = async {
-        client
-            .get_multiplexed_async_connection_with_config(&once)
-            .await
-            .map(drop)
-    };
+    let tried = client.get_multiplexed_async_connection_with_config(&once);
     let managed = ConnectionManager::new_with_config(client.clone(), config);
-    match futures_util::future::try_join(managed, tried).await {
-        Ok((conn, ())) => Ok(conn),
+    tokio::pin!(tried, managed);
+    let decisive =
+        |e: &redis::RedisError| e.kind() == redis::ErrorKind::Parse || e.is_connection_refusal();
+    let first = tokio::select! {
+        managed = &mut managed => managed,
+        tried = &mut tried => match tried {
+            Err(e) if decisive(&e) => Err(e),
+            _ => managed.await,
+        },
+    };
+    match first {
+        Ok(conn) => Ok(conn),
         Err(e) => Err(not_redis(e, client, within).await),
     }
 }
