@@ -124,7 +124,8 @@ async fn unlock_force_hands_the_lock_to_the_waiter_and_its_holder_hears_it_lost(
         eventually(Duration::from_secs(10), || lock.lost().is_some()).await,
         "the holder was told"
     );
-    assert_eq!(lock.lost(), Some(LostReason::HeldByAnother));
+    // Told why: an operator's forced release, not a rival taking it.
+    assert_eq!(lock.lost(), Some(LostReason::Forced));
     let out = run(&redis, &["unlock", "--force", "--yes", "never-held"]).await;
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("free"));

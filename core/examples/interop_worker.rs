@@ -85,7 +85,7 @@ fn main() -> Result<(), Failure> {
                     };
                     Ok::<_, Failure>(match lock.acquire(wait).await {
                         Ok(held) => format!("ok {}", held.fencing_token),
-                        Err(Error::Timeout { .. }) => "busy".to_owned(),
+                        Err(Error::Timeout { .. } | Error::Busy { .. }) => "busy".to_owned(),
                         Err(Error::Upgrade { .. }) => "upgrade".to_owned(),
                         Err(e @ Error::InvalidArgument(_)) => format!("invalid {e}"),
                         Err(e) => format!("err {e}"),

@@ -173,7 +173,7 @@ async fn run_task(client: Client, task: Value, out: Records) -> Result<(), Failu
         }
         let held = match lock.acquire(wait).await {
             Ok(held) => held,
-            Err(Error::Timeout { .. }) => {
+            Err(Error::Timeout { .. } | Error::Busy { .. }) => {
                 rec(json!({"e": "waited", "t": now(), "out": "timeout"}));
                 continue;
             }

@@ -259,6 +259,9 @@ pub(crate) struct Renewal {
     pub(crate) keys: Arc<Keys>,
     pub(crate) owner: Arc<str>,
     pub(crate) lease_ms: u64,
+    /// The token of the holding renewed: a renewal names it, so that one
+    /// finding it ended by an operator's forced release says so.
+    pub(crate) fence: u64,
     /// The lease asked for was shortened to end by `max_hold`.
     capped: bool,
     generation: u64,
@@ -579,6 +582,7 @@ impl Holdings {
                     keys: h.terms.keys.clone(),
                     owner: owner.clone(),
                     lease_ms,
+                    fence: h.fence,
                     capped: lease < h.terms.lease,
                     generation: h.generation,
                 });

@@ -57,9 +57,9 @@ pub(crate) async fn run(
         let deadline = holdings
             .next_expiry()
             .unwrap_or(sent + Duration::from_secs(3600));
-        let requests: Vec<(&Keys, &str, u64)> = batch
+        let requests: Vec<(&Keys, &str, u64, u64)> = batch
             .iter()
-            .map(|r| (&*r.keys, &*r.owner, r.lease_ms))
+            .map(|r| (&*r.keys, &*r.owner, r.lease_ms, r.fence))
             .collect();
         let outcome = tokio::select! {
             r = deployment.renew(&requests, deadline) => r,

@@ -97,11 +97,12 @@ async fn inspect_names_the_holder_s_host_pid_and_unit_and_the_waiters_in_line() 
         .unwrap();
     let now = seen.inspect("product:1001").await.unwrap();
     assert_eq!(now.state.owner.as_deref(), Some(queued.owner()));
-    // ... and the forced-out holder hears of it at its next renewal.
+    // ... and the forced-out holder hears of it, as such, at its next
+    // renewal.
     let lost = tokio::time::timeout(Duration::from_secs(15), lock.lost_signal())
         .await
         .expect("told of the loss");
-    assert_eq!(lost, Some(LostReason::HeldByAnother));
+    assert_eq!(lost, Some(LostReason::Forced));
     assert!(seen
         .force_unlock("nobody-holds-this")
         .await

@@ -506,16 +506,24 @@ impl Deployment {
             .map_err(|e| self.error(node, &e))
     }
 
-    /// Renews a batch of holdings; per holding `Some(1)` when confirmed,
+    /// Renews a batch of holdings (keys, owner, lease, token); per holding
+    /// `Some(1)` when confirmed,
     /// `Some(-1|-2)` when lost, `None` when unknown (retry soon).
     pub(crate) async fn renew(
         &self,
-        batch: &[(&Keys, &str, u64)],
+        batch: &[(&Keys, &str, u64, u64)],
         deadline: Instant,
     ) -> Vec<Option<i64>> {
         if let Some(node) = self.only() {
             return node.extend_many(batch, deadline).await;
         }
+        // Each master counts its own tokens: the holding is named by owner
+        // alone.
+        let batch: Vec<_> = batch
+            .iter()
+            .map(|&(keys, owner, lease_ms, _)| (keys, owner, lease_ms, 0))
+            .collect();
+        let batch = batch.as_slice();
         let quorum = self.quorum();
         let n = self.nodes.len();
         let per_node = futures_util::future::join_all(self.nodes.iter().map(|node| async move {

@@ -762,7 +762,7 @@ impl Node {
     /// extension whose outcome is unknown by `deadline`.
     pub(crate) async fn extend_many(
         &self,
-        batch: &[(&Keys, &str, u64)],
+        batch: &[(&Keys, &str, u64, u64)],
         deadline: tokio::time::Instant,
     ) -> Vec<Option<i64>> {
         let Ok(Ok(mut conn)) = tokio::time::timeout_at(deadline, self.conn()).await else {
@@ -770,7 +770,12 @@ impl Node {
         };
         let calls: Vec<Call> = batch
             .iter()
-            .map(|(keys, owner, lease_ms)| extend_call(keys, owner, *lease_ms))
+            .map(|(keys, owner, lease_ms, fence)| {
+                // A read-write lock's or semaphore's share by owner alone,
+                // as before: only a mutex holding can be ended by force.
+                let fence = if keys.family.is_shared() { 0 } else { *fence };
+                extend_call(keys, owner, *lease_ms).arg(fence)
+            })
             .collect();
         if let Conn::Cluster(_) = conn {
             let each = calls.iter().map(|call| async move {
@@ -838,7 +843,7 @@ fn shared_keys(keys: &Keys) -> [&str; 5] {
 fn extend_call<'a>(keys: &'a Keys, owner: &str, lease_ms: u64) -> Call<'a> {
     match keys.family.is_shared() {
         true => shared::EXTEND.call(&[&keys.lock, &keys.until]),
-        false => EXTEND.call(&[&keys.lock]),
+        false => EXTEND.call(&[&keys.lock, &keys.forced]),
     }
     .arg(owner)
     .arg(lease_ms)
