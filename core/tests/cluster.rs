@@ -369,6 +369,47 @@ async fn waiters_hear_releases_after(
     }
 }
 
+/// While its slot is half moved (IMPORTING on one master, MIGRATING on the
+/// other, the lock's key not yet migrated), a holding keeps being renewed:
+/// Redis refuses a script naming a missing key beside an existing one there
+/// (TRYAGAIN), so the renewal names the lock alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holding_is_renewed_while_its_slot_is_being_moved() {
+    let cluster = RedisCluster::start(3, 0);
+    let client = client(&cluster).await;
+    let lease = Duration::from_millis(1500);
+    let lock = client
+        .lock_with("renewed", LockOptions::default().ttl(lease))
+        .unwrap();
+    let held = lock.acquire(Wait::Once).await.unwrap();
+    let key = lock.keys().lock.clone();
+    let from = cluster.master_of(&key);
+    let moving = cluster.start_migration(&key, (from + 1) % 3);
+    // Four leases long: a renewal refused for the move would have ended it.
+    let started = std::time::Instant::now();
+    while started.elapsed() < lease * 4 {
+        assert_eq!(
+            lock.lost(),
+            None,
+            "lost after {:?} of the move",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left: i64 = redis::cmd("PTTL")
+        .arg(&key)
+        .query(&mut cluster.nodes[from].conn())
+        .unwrap();
+    assert!(
+        left > 0,
+        "the lock's key is still on its first master, renewed"
+    );
+    cluster.finish_migration(moving);
+    assert_eq!(lock.lost(), None);
+    assert_eq!(lock.release().await.unwrap(), 0);
+    assert!(held.fencing_token > 0);
+}
+
 #[tokio::test]
 async fn a_waiter_hears_the_release_after_its_slot_moved_to_another_master() {
     let cluster = RedisCluster::start(3, 0);

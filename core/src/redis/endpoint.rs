@@ -706,19 +706,29 @@ impl Node {
         replicas: Option<u32>,
         fence: u64,
     ) -> RedisResult<(i64, Option<u32>)> {
-        let call = extend_call(keys, owner, lease_ms).arg(fence);
-        let run = || async {
-            match replicas {
-                None => self.call::<i64>(&call).await.map(|v| (v, None)),
-                Some(k) => self
-                    .call_synced::<i64>(&call, k, lease_ms)
-                    .await
-                    .map(|(v, acked)| (v, Some(acked))),
+        let call = extend_call(keys, owner, lease_ms, fence, Named::AllKeys);
+        match self.extend_with(&call, replicas, lease_ms).await {
+            Err(e) if is_transient(&e) => self.extend_with(&call, replicas, lease_ms).await,
+            Err(e) if is_try_again(&e) => {
+                let alone = extend_call(keys, owner, lease_ms, fence, Named::LockAlone);
+                self.extend_with(&alone, replicas, lease_ms).await
             }
-        };
-        match run().await {
-            Err(e) if is_transient(&e) => run().await,
             other => other,
+        }
+    }
+
+    async fn extend_with(
+        &self,
+        call: &Call<'_>,
+        replicas: Option<u32>,
+        lease_ms: u64,
+    ) -> RedisResult<(i64, Option<u32>)> {
+        match replicas {
+            None => self.call::<i64>(call).await.map(|v| (v, None)),
+            Some(k) => self
+                .call_synced::<i64>(call, k, lease_ms)
+                .await
+                .map(|(v, acked)| (v, Some(acked))),
         }
     }
 
@@ -768,31 +778,31 @@ impl Node {
         let Ok(Ok(mut conn)) = tokio::time::timeout_at(deadline, self.conn()).await else {
             return vec![None; batch.len()];
         };
-        let calls: Vec<Call> = batch
-            .iter()
-            .map(|(keys, owner, lease_ms, fence)| {
-                // A read-write lock's or semaphore's share by owner alone,
-                // as before: only a mutex holding can be ended by force.
-                let fence = if keys.family.is_shared() { 0 } else { *fence };
-                extend_call(keys, owner, *lease_ms).arg(fence)
-            })
-            .collect();
         if let Conn::Cluster(_) = conn {
-            let each = calls.iter().map(|call| async move {
-                match tokio::time::timeout_at(deadline, self.call::<i64>(call)).await {
-                    Ok(r) => r.ok(),
-                    Err(_) => {
-                        // No answer within the lease: as good as a failed
-                        // connection, so the next try makes a new one.
-                        self.failed(&redis::RedisError::from(std::io::Error::from(
-                            std::io::ErrorKind::TimedOut,
-                        )));
-                        None
+            let each = batch
+                .iter()
+                .map(|&(keys, owner, lease_ms, fence)| async move {
+                    let sent = self.renew_in_cluster(keys, owner, lease_ms, fence);
+                    match tokio::time::timeout_at(deadline, sent).await {
+                        Ok(r) => r.ok(),
+                        Err(_) => {
+                            // No answer within the lease: as good as a failed
+                            // connection, so the next try makes a new one.
+                            self.failed(&redis::RedisError::from(std::io::Error::from(
+                                std::io::ErrorKind::TimedOut,
+                            )));
+                            None
+                        }
                     }
-                }
-            });
+                });
             return futures_util::future::join_all(each).await;
         }
+        let calls: Vec<Call> = batch
+            .iter()
+            .map(|&(keys, owner, lease_ms, fence)| {
+                extend_call(keys, owner, lease_ms, renewed(keys, fence), Named::AllKeys)
+            })
+            .collect();
         let pipe = || {
             let mut pipe = redis::pipe();
             for call in &calls {
@@ -826,6 +836,26 @@ impl Node {
             }
         }
     }
+
+    /// One renewal on a Cluster: again naming the lock alone when a slot
+    /// migration splits its keys (see [`Named::LockAlone`]).
+    async fn renew_in_cluster(
+        &self,
+        keys: &Keys,
+        owner: &str,
+        lease_ms: u64,
+        fence: u64,
+    ) -> RedisResult<i64> {
+        let fence = renewed(keys, fence);
+        let call = extend_call(keys, owner, lease_ms, fence, Named::AllKeys);
+        match self.call::<i64>(&call).await {
+            Err(e) if is_try_again(&e) => {
+                let alone = extend_call(keys, owner, lease_ms, fence, Named::LockAlone);
+                self.call::<i64>(&alone).await
+            }
+            other => other,
+        }
+    }
 }
 
 /// The keys of a read-write lock's or semaphore's scripts, in their order.
@@ -839,14 +869,54 @@ fn shared_keys(keys: &Keys) -> [&str; 5] {
     ]
 }
 
-/// An extension of `owner`'s holding by `lease_ms` (a fencing token may follow).
-fn extend_call<'a>(keys: &'a Keys, owner: &str, lease_ms: u64) -> Call<'a> {
-    match keys.family.is_shared() {
-        true => shared::EXTEND.call(&[&keys.lock, &keys.until]),
-        false => EXTEND.call(&[&keys.lock, &keys.forced]),
+/// Which keys a mutex's extension names.
+#[derive(Clone, Copy)]
+enum Named {
+    /// The lock and its forced-release marks, so that a holding an operator
+    /// ended is told `forced` even once its lock is gone.
+    AllKeys,
+    /// The lock alone. While a Cluster slot migrates, a script naming a key
+    /// that exists beside one that does not (the marks almost never do) is
+    /// refused with TRYAGAIN, where the lock key alone is served; a renewal
+    /// must not fail for the whole move. A holding ended by force is then
+    /// still told `forced` while its lock was handed on (the lock's
+    /// `previous` names it), else `expired`.
+    LockAlone,
+}
+
+/// An extension of `owner`'s holding, the one `fence` names (0: whichever it
+/// holds), by `lease_ms`.
+fn extend_call<'a>(
+    keys: &'a Keys,
+    owner: &str,
+    lease_ms: u64,
+    fence: u64,
+    named: Named,
+) -> Call<'a> {
+    match (keys.family.is_shared(), named) {
+        (true, _) => shared::EXTEND.call(&[&keys.lock, &keys.until]),
+        (false, Named::AllKeys) => EXTEND.call(&[&keys.lock, &keys.forced]),
+        (false, Named::LockAlone) => EXTEND.call(&[&keys.lock]),
     }
     .arg(owner)
     .arg(lease_ms)
+    .arg(fence)
+}
+
+/// The token a renewal names: a read-write lock's or semaphore's share is
+/// renewed by owner alone, as before (only a mutex holding can be ended by
+/// force).
+fn renewed(keys: &Keys, fence: u64) -> u64 {
+    if keys.family.is_shared() {
+        0
+    } else {
+        fence
+    }
+}
+
+/// A Cluster's refusal of a script whose keys are split by a slot migration.
+fn is_try_again(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain)
 }
 
 /// Whether an error may mean the request never took effect because the

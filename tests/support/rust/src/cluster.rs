@@ -211,21 +211,33 @@ impl RedisCluster {
     /// owner told to every master, the target first. Returns once every live
     /// node routes the slot to `to`.
     pub fn migrate_slot(&self, key: &str, to: usize) {
+        let moving = self.start_migration(key, to);
+        self.finish_migration(moving);
+    }
+
+    /// The first half of [`RedisCluster::migrate_slot`]: the slot of `key`
+    /// marked IMPORTING on `to` and MIGRATING on its master, its keys left
+    /// where they are (a reshard moving other keys of the slot).
+    pub fn start_migration(&self, key: &str, to: usize) -> Migration {
         let from = self.master_of(key);
         assert_ne!(from, to, "the slot of {key} is served by node {to} already");
-        let slot = self.nodes[to].keyslot(key);
-        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
-        let setslot = |node: usize, how: &str, id: &str| {
-            let _: () = redis::cmd("CLUSTER")
-                .arg("SETSLOT")
-                .arg(slot)
-                .arg(how)
-                .arg(id)
-                .query(&mut self.nodes[node].conn())
-                .unwrap();
+        let moving = Migration {
+            key: key.to_owned(),
+            slot: self.nodes[to].keyslot(key),
+            from,
+            to,
+            from_id: self.node_id(from),
+            to_id: self.node_id(to),
         };
-        setslot(to, "IMPORTING", &from_id);
-        setslot(from, "MIGRATING", &to_id);
+        self.setslot(&moving, to, "IMPORTING", &moving.from_id);
+        self.setslot(&moving, from, "MIGRATING", &moving.to_id);
+        moving
+    }
+
+    /// The second half: every key of the slot migrated, then its new owner
+    /// told to every master.
+    pub fn finish_migration(&self, moving: Migration) {
+        let Migration { slot, from, to, .. } = moving;
         loop {
             let keys: Vec<String> = redis::cmd("CLUSTER")
                 .arg("GETKEYSINSLOT")
@@ -247,19 +259,29 @@ impl RedisCluster {
                 .query(&mut self.nodes[from].conn())
                 .unwrap();
         }
-        setslot(to, "NODE", &to_id);
-        setslot(from, "NODE", &to_id);
+        self.setslot(&moving, to, "NODE", &moving.to_id);
+        self.setslot(&moving, from, "NODE", &moving.to_id);
         for i in 0..self.nodes.len() {
             if i != to && i != from && self.nodes[i].is_running() && self.is_master(i) {
-                setslot(i, "NODE", &to_id);
+                self.setslot(&moving, i, "NODE", &moving.to_id);
             }
         }
         wait_until(
             Duration::from_secs(30),
             "the slot's new owner known",
-            || self.master_of(key) == to,
+            || self.master_of(&moving.key) == to,
         );
         self.wait_healthy();
+    }
+
+    fn setslot(&self, moving: &Migration, node: usize, how: &str, id: &str) {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(moving.slot)
+            .arg(how)
+            .arg(id)
+            .query(&mut self.nodes[node].conn())
+            .unwrap();
     }
 
     fn is_master(&self, i: usize) -> bool {
@@ -312,4 +334,14 @@ impl RedisCluster {
         self.wait_healthy();
         replica
     }
+}
+
+/// A slot half moved: see [`RedisCluster::start_migration`].
+pub struct Migration {
+    key: String,
+    slot: u16,
+    from: usize,
+    to: usize,
+    from_id: String,
+    to_id: String,
 }

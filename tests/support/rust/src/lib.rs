@@ -16,7 +16,7 @@ mod server;
 mod wait;
 mod worker;
 
-pub use cluster::RedisCluster;
+pub use cluster::{Migration, RedisCluster};
 pub use contend::contend;
 pub use masters::Masters;
 pub use monitor::Monitor;
