@@ -1,4 +1,4 @@
-// Types of the redis-rlock package (its JS face is node/index.js).
+// Types of the redis-rlock package (its JS face is node/index.js and the modules it gathers).
 
 import { EventEmitter } from 'node:events'
 

@@ -1,5 +1,5 @@
 //! Errors at the edge: every failure becomes the package's own `Error`
-//! subclass, built by the JS face (`makeError` in `node/index.js`) from the
+//! subclass, built by the JS face (`makeError` in `node/error.js`) from the
 //! category the core names. napi would turn an error of an async function into
 //! a plain `Error` with `code: 'GenericFailure'`; building the real one here,
 //! on the JS thread while the promise settles, keeps each lock operation one
@@ -13,7 +13,7 @@ use rlock_core::Opt;
 
 use crate::spelling::option_name;
 
-/// `makeError(category, message, detail)` from `node/index.js`.
+/// `makeError(category, message, detail)` from `node/error.js`.
 pub type ErrorFactory = FunctionRef<FnArgs<ErrorParts>, Unknown<'static>>;
 /// The detail is the reason of a "not owner" or "lost" error, the cache key
 /// of a "loader" one.

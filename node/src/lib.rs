@@ -1,7 +1,8 @@
 //! The Node binding of redis-rlock: the private native module behind the JS
-//! face in `node/index.js`. It converts arguments, turns the core's futures
-//! into promises settled on the JS thread, maps errors and wires
-//! cancellation; every decision about locking is the core's (`rlock-core`).
+//! face in `node/` (`node/index.js` and the modules it gathers). It converts
+//! arguments, turns the core's futures into promises settled on the JS
+//! thread, maps errors and wires cancellation; every decision about locking
+//! is the core's (`rlock-core`).
 
 // napi registers exports only outside cfg(test), so clippy's test build of
 // this crate would see them as unused.

@@ -67,7 +67,9 @@ def test_the_main_package_holds_the_js_face_and_no_native_code(tarballs: Tuple[P
     main, _ = tarballs
     files = members(main)
     assert not [f for f in files if f.endswith(".node")], "the main package carries an addon"
-    for face in ("node/index.js", "node/index.mjs", "node/index.d.ts", "node/native.js", "node/load.js", "node/tracing.js",
+    for face in ("node/index.js", "node/index.mjs", "node/index.d.ts", "node/client.js", "node/lock.js", "node/rwlock.js",
+                 "node/semaphore.js", "node/cache.js", "node/job.js", "node/owners.js", "node/options.js",
+                 "node/settings.js", "node/error.js", "node/native.js", "node/load.js", "node/tracing.js",
                  "LICENSE-MIT", "LICENSE-APACHE"):
         assert f"package/{face}" in files
     package = manifest(main)
