@@ -18,6 +18,9 @@ import pytest
 from rlock_test_support.keys import lock_key
 from rlock_test_support.servers import RedisServer
 
+# The package's sources: each of its modules must be in the wheel.
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "rlock"
+
 # Takes and releases one lock from the installed package, and says where that
 # package came from and what the process could find on its PATH.
 LOCK_ONCE = """
@@ -50,11 +53,15 @@ def test_the_wheel_is_one_abi3_wheel_for_cpython_3_9_on_glibc_2_17(wheel: Path) 
     assert set(platforms.split(".")) == {"manylinux2014_x86_64", "manylinux_2_17_x86_64"}
 
 
-def test_the_wheel_carries_the_typed_marker_the_licenses_and_the_metadata(wheel: Path, version: str) -> None:
+def test_the_wheel_carries_every_module_the_typed_marker_the_licenses_and_the_metadata(
+    wheel: Path, version: str,
+) -> None:
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         metadata = z.read(f"redis_rlock-{version}.dist-info/METADATA").decode()
-    for shipped in ["rlock/__init__.py", "rlock/_native.pyi", "rlock/py.typed", "rlock/_native.abi3.so",
+    modules = [f"rlock/{module.name}" for module in sorted(PACKAGE.glob("*.py"))]
+    assert "rlock/__init__.py" in modules
+    for shipped in [*modules, "rlock/_native.pyi", "rlock/py.typed", "rlock/_native.abi3.so",
                     f"redis_rlock-{version}.dist-info/licenses/LICENSE-MIT",
                     f"redis_rlock-{version}.dist-info/licenses/LICENSE-APACHE"]:
         assert shipped in names, f"{shipped} missing from {wheel.name}"

@@ -51,7 +51,10 @@ def test_the_sdist_carries_the_scripts_and_the_core(tmp_path: "os.PathLike[str]"
     (sdist,) = [f for f in os.listdir(str(tmp_path)) if f.endswith(".tar.gz")]
     with tarfile.open(os.path.join(str(tmp_path), sdist)) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    package = os.path.join(ROOT, "python", "rlock")
+    modules = [f"python/rlock/{m}" for m in sorted(os.listdir(package)) if m.endswith(".py")]
     for needed in [
+        *modules,
         "pyproject.toml",
         "lua/acquire.lua",
         "lua/release.lua",
