@@ -161,8 +161,9 @@ test-interop: python-package node-package rust-programs
 	.venv/bin/python -m pytest tests/interop
 
 .PHONY: test-docs
-## The documentation: every link of README.md, CONTRIBUTING.md and docs/ into the repository leads to a file
-## and heading, and every sample runs as pasted against a redis-server and prints what the page shows.
+## The documentation: every link of README.md, CONTRIBUTING.md and docs/ into the repository is relative and
+## leads to a file and heading of the checkout (none names the project's home), and every sample runs as
+## pasted against a redis-server and prints what the page shows.
 test-docs: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/docs

@@ -11,10 +11,15 @@ from typing import Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The README is also the PyPI and npm page, where relative links lead
-# nowhere: it links to the repository on GitHub, which these name.
-REPOSITORY = "https://github.com/redis-rlock/redis-rlock/"
-BRANCH_PATHS = ("blob/main/", "tree/main/")
+# The project's home: `repository` of [workspace.package] in Cargo.toml, which
+# the other manifests must agree with. The pages link into the repository
+# relatively, so that the checkout resolves them; a link to this home would
+# name what is published there instead. The README is also the PyPI and
+# crates.io page, where relative links may lead nowhere: there the manifests'
+# Repository and Documentation URLs lead to the pages.
+HOME = re.search(
+    r'^repository\s*=\s*"([^"]+)"', (ROOT / "Cargo.toml").read_text(encoding="utf-8"), re.MULTILINE
+)[1]
 
 FRAGMENT = "<!-- fragment -->"
 OUTPUT = "<!-- output -->"
@@ -22,6 +27,8 @@ OUTPUT = "<!-- output -->"
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+# What GitHub links without brackets: <https://...> and a bare https://...
+BARE_URL = re.compile(r"<?\b(https?://[^\s<>()\[\]`]*[^\s<>()\[\]`.,;:!?'\"*_])>?")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 
 
@@ -109,7 +116,10 @@ def read(path: Path) -> Page:
             count = seen.get(base, 0)
             seen[base] = count + 1
             page.anchors.append(base if count == 0 else f"{base}-{count}")
-        for m in LINK.finditer(CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line)):
+        prose = CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line)
+        for m in LINK.finditer(prose):
+            page.links.append(Link(path, i + 1, m.group(1)))
+        for m in BARE_URL.finditer(LINK.sub(" ", prose)):
             page.links.append(Link(path, i + 1, m.group(1)))
         if line.strip():
             previous = line.strip()
