@@ -133,7 +133,7 @@ NODE_ADDON := node/rlock.linux-x64-gnu.node
 # package's version). make, not cargo, decides whether they are stale: maturin's zig and plain
 # cargo builds share the target folder with other linkers, after which cargo rebuilds every crate.
 NODE_ADDON_SOURCES := package.json Cargo.toml Cargo.lock node/Cargo.toml node/build.rs core/Cargo.toml \
-	README.md docs/rust.md $(shell find node/src core/src lua -type f)
+	README.md core/rust.md $(shell find node/src core/src core/lua -type f)
 
 .PHONY: node-package node-dev-tools
 ## The Node package in the clone: the dev tools, then the release addon and its loader node/native.js.
@@ -161,9 +161,9 @@ test-interop: python-package node-package rust-programs
 	.venv/bin/python -m pytest tests/interop
 
 .PHONY: test-docs
-## The documentation: every link of README.md, CONTRIBUTING.md and docs/ into the repository is relative and
-## leads to a file and heading of the checkout (none names the project's home), and every sample runs as
-## pasted against a redis-server and prints what the page shows.
+## The documentation: every link of README.md, CONTRIBUTING.md, core/rust.md and docs/ into the repository is
+## relative and leads to a file and heading of the checkout (none names the project's home), and every sample
+## runs as pasted against a redis-server and prints what the page shows.
 test-docs: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/docs

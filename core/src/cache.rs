@@ -2,7 +2,7 @@
 //! caller, in any process and language, rebuilds the entry under its rebuild
 //! lock, while the others wait for the value it writes (woken by a message,
 //! not polling) rather than for their own turn at the database. Its write is
-//! fenced (see `lua/cached/write.lua`): a rebuild whose lease ended, or that
+//! fenced (see `core/lua/cache/write.lua`): a rebuild whose lease ended, or that
 //! an invalidation overtook, never overwrites what is newer.
 //!
 //! The core reads and writes bytes; a face encodes values its own way and

@@ -25,7 +25,7 @@ pub enum Family {
 }
 
 impl Family {
-    /// Several holders share it, each under its own lease (`lua/shared/`).
+    /// Several holders share it, each under its own lease (`core/lua/many/`).
     pub fn is_shared(self) -> bool {
         matches!(self, Family::RwLock | Family::Semaphore)
     }
@@ -38,7 +38,7 @@ pub struct Keys {
     /// The mutex's `P:{NAME}`: the hash holding owner, count and fence; its
     /// PEXPIRE is the lease. A read-write lock's `P:{NAME}:rwlock` and a
     /// semaphore's `P:{NAME}:semaphore`: the hash of their holdings (see
-    /// `lua/shared/lib.lua`).
+    /// `core/lua/many/lib.lua`).
     pub lock: String,
     /// `B:until` of a read-write lock or semaphore: when each holding's lease
     /// ends (unused by the mutex).
@@ -52,7 +52,7 @@ pub struct Keys {
     /// it), so tokens keep growing on a Redis those builds used.
     pub legacy_fence: String,
     /// `P:{NAME}:forced`: the holding an operator's forced release freed
-    /// (see `lua/release.lua`).
+    /// (see `core/lua/mutex/release.lua`).
     pub forced: String,
     /// `P:{NAME}:released`: the pub/sub channel announcing full releases.
     pub channel: String,
@@ -102,13 +102,13 @@ impl Keys {
 }
 
 /// `P:client:{ID}`: the registration of the client `id` (see
-/// `lua/register.lua`), in a slot of its own per client. No lock key starts
+/// `core/lua/client/register.lua`), in a slot of its own per client. No lock key starts
 /// so: a lock's is `P:{NAME}`.
 pub fn client_key(prefix: &str, id: &str) -> String {
     format!("{prefix}:client:{{{id}}}")
 }
 
-/// The keys of one cache entry under one prefix (see `lua/cached/lib.lua`
+/// The keys of one cache entry under one prefix (see `core/lua/cache/lib.lua`
 /// and docs/protocol.md), all in the slot of `{KEY}`, so that one script
 /// reads or writes the entry, its rebuild lock and its failure together on
 /// Redis Cluster.

@@ -49,7 +49,7 @@ impl Kind {
     }
 
     /// What ends the owner ids of this kind: one owner's read and write
-    /// holdings are two holdings, each with its id (see `lua/shared/lib.lua`).
+    /// holdings are two holdings, each with its id (see `core/lua/many/lib.lua`).
     pub(crate) fn owner_suffix(self) -> &'static str {
         match self {
             Kind::Read => "/r",

@@ -1,6 +1,6 @@
 //! What a client writes about itself in Redis, so that inspection can say
 //! who holds a lock: host, pid, command line, face and version under
-//! `P:client:{ID}` (see `lua/register.lua`). Written once when the client
+//! `P:client:{ID}` (see `core/lua/client/register.lua`). Written once when the client
 //! connects, then renewed only while the client has something to show: by
 //! the watchdog's tick beside the renewals it sends anyway, and by an
 //! acquisition or a waiter's attempt when the last write is `RENEW_EVERY`

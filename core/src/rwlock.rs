@@ -1,6 +1,6 @@
 //! A read-write lock by name: any number of readers or one writer. Its two
 //! sides are [`Lock`]s of one owner, so each holding waits, stands in line,
-//! renews and reports a loss as the mutex does; `lua/shared/` decides who
+//! renews and reports a loss as the mutex does; `core/lua/many/` decides who
 //! may hold. Writers do not starve: once a writer waits in line, a new
 //! reader waits behind it.
 

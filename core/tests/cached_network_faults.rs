@@ -17,7 +17,8 @@ use rlock_test_support::{behind_proxy, finished, until, Cut, FaultProxy, RedisSe
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-const LIB: &str = include_str!("../../lua/cached/lib.lua");
+const COMMON: &str = include_str!("../lua/common.lua");
+const LIB: &str = include_str!("../lua/cache/lib.lua");
 
 /// The cache scripts, loaded into the server, by the SHA their calls carry.
 /// Loaded first, a call the proxy cuts after forwarding it is run by Redis,
@@ -31,10 +32,10 @@ struct Scripts {
 
 impl Scripts {
     fn load(server: &RedisServer) -> Self {
-        // As the core joins them: `cached/lib.lua` first, each file ended
-        // with a newline.
+        // As the core joins them: `common.lua`, then `cache/lib.lua`, each
+        // file ended with a newline.
         let load = |script: &str| -> Vec<u8> {
-            let source = format!("{LIB}\n{script}\n");
+            let source = format!("{COMMON}\n{LIB}\n{script}\n");
             let sha: String = redis::cmd("SCRIPT")
                 .arg("LOAD")
                 .arg(&source)
@@ -43,10 +44,10 @@ impl Scripts {
             sha.into_bytes()
         };
         Scripts {
-            read: load(include_str!("../../lua/cached/read.lua")),
-            write: load(include_str!("../../lua/cached/write.lua")),
-            fail: load(include_str!("../../lua/cached/fail.lua")),
-            invalidate: load(include_str!("../../lua/cached/invalidate.lua")),
+            read: load(include_str!("../lua/cache/read.lua")),
+            write: load(include_str!("../lua/cache/write.lua")),
+            fail: load(include_str!("../lua/cache/fail.lua")),
+            invalidate: load(include_str!("../lua/cache/invalidate.lua")),
         }
     }
 }
@@ -55,13 +56,14 @@ impl Scripts {
 /// core sends them (after the helpers they call, each file ended with a
 /// newline).
 const EXTEND: &[&str] = &[
-    include_str!("../../lua/holding.lua"),
-    include_str!("../../lua/extend.lua"),
+    include_str!("../lua/mutex/holding.lua"),
+    include_str!("../lua/mutex/extend.lua"),
 ];
 const RELEASE: &[&str] = &[
-    include_str!("../../lua/holding.lua"),
-    include_str!("../../lua/queue.lua"),
-    include_str!("../../lua/release.lua"),
+    include_str!("../lua/common.lua"),
+    include_str!("../lua/mutex/holding.lua"),
+    include_str!("../lua/mutex/queue.lua"),
+    include_str!("../lua/mutex/release.lua"),
 ];
 
 /// The SHA a script of the mutex is sent by.

@@ -16,8 +16,8 @@ use rlock_test_support::{behind_proxy, eventually, Cut, RedisServer};
 fn extend_source() -> String {
     format!(
         "{}\n{}\n",
-        include_str!("../../lua/holding.lua"),
-        include_str!("../../lua/extend.lua")
+        include_str!("../lua/mutex/holding.lua"),
+        include_str!("../lua/mutex/extend.lua")
     )
 }
 

@@ -31,10 +31,10 @@ fn set(server: &RedisServer, key: &str, value: u64) {
 /// for `owner` of `name`, not joining the line: its reply.
 fn acquire_script(server: &RedisServer, name: &str, owner: &str) -> Vec<i64> {
     let k = keys(name);
-    let source: String = ["queue.lua", "acquire.lua"]
+    let source: String = ["common.lua", "mutex/queue.lua", "mutex/acquire.lua"]
         .iter()
         .map(|f| {
-            let path = format!("{}/../lua/{f}", env!("CARGO_MANIFEST_DIR"));
+            let path = format!("{}/lua/{f}", env!("CARGO_MANIFEST_DIR"));
             std::fs::read_to_string(path).unwrap() + "\n"
         })
         .collect();

@@ -11,7 +11,7 @@ use redis::Commands;
 use rlock_core::{Client, Error, LockOptions, Wait};
 use rlock_test_support::{behind_proxy, eventually, finished, Cut, FaultProxy, RedisServer};
 
-/// The SHA a script of `lua/` is sent by (the core ends each file with a
+/// The SHA a script of `core/lua/` is sent by (the core ends each file with a
 /// newline when it joins them).
 fn sha(source: &str) -> Vec<u8> {
     let joined = format!("{source}\n");
@@ -22,7 +22,7 @@ fn sha(source: &str) -> Vec<u8> {
 /// sees it, for as long as the test runs.
 fn lose_every_dequeue(proxy: &FaultProxy) {
     proxy.cut_on(
-        &sha(include_str!("../../lua/dequeue.lua")),
+        &sha(include_str!("../lua/mutex/dequeue.lua")),
         Cut::BeforeForward,
         1000,
     );
@@ -255,7 +255,7 @@ async fn a_second_wait_of_one_owner_keeps_its_place_when_the_first_leaves_unconf
     // The first wait's leaving is lost on both sends (a wire reset); the
     // retry in the background, 50 ms later, gets through.
     proxy.cut_on(
-        &sha(include_str!("../../lua/dequeue.lua")),
+        &sha(include_str!("../lua/mutex/dequeue.lua")),
         Cut::BeforeForward,
         2,
     );

@@ -14,7 +14,7 @@ use rlock_test_support::{eventually, finished, Cut, FaultProxy, Masters, RedisSe
 /// `release.lua`'s calls carry the publish command; no other request does.
 const RELEASE: &[u8] = b"PUBLISH";
 
-/// The SHA a script of `lua/` is sent by (the core ends each file with a
+/// The SHA a script of `core/lua/` is sent by (the core ends each file with a
 /// newline when it joins them).
 fn sha(source: &str) -> Vec<u8> {
     let joined = format!("{source}\n");
@@ -183,7 +183,7 @@ async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
         tokio::spawn(async move { stays.acquire(Wait::For(Duration::from_secs(20))).await });
     assert!(in_line(&server, "report", 2).await);
     proxy.cut_on(
-        &sha(include_str!("../../lua/dequeue.lua")),
+        &sha(include_str!("../lua/mutex/dequeue.lua")),
         Cut::BeforeForward,
         100,
     );
@@ -366,9 +366,10 @@ async fn a_re_entry_whose_every_reply_was_lost_does_not_keep_the_lock_after_the_
     let lock = client.lock("reentry").unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     let acquire = sha(&format!(
-        "{}\n{}",
-        include_str!("../../lua/queue.lua"),
-        include_str!("../../lua/acquire.lua")
+        "{}\n{}\n{}",
+        include_str!("../lua/common.lua"),
+        include_str!("../lua/mutex/queue.lua"),
+        include_str!("../lua/mutex/acquire.lua")
     ));
     proxy.cut_on(&acquire, Cut::AfterForward, 2);
     let unknown = lock.acquire(Wait::Once).await;
@@ -459,8 +460,8 @@ async fn a_nested_acquire_after_renewal_replies_were_lost_is_lost_and_frees_noth
     lock.acquire(Wait::Once).await.unwrap();
     let extend = sha(&format!(
         "{}\n{}",
-        include_str!("../../lua/holding.lua"),
-        include_str!("../../lua/extend.lua")
+        include_str!("../lua/mutex/holding.lua"),
+        include_str!("../lua/mutex/extend.lua")
     ));
     proxy.cut_on(&extend, Cut::AfterForward, 1_000);
     let lost = tokio::time::timeout(Duration::from_secs(10), lock.lost_signal())
@@ -505,9 +506,10 @@ async fn a_lost_holding_whose_redis_count_ran_ahead_is_released_whole() {
         .unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     let acquire = sha(&format!(
-        "{}\n{}",
-        include_str!("../../lua/queue.lua"),
-        include_str!("../../lua/acquire.lua")
+        "{}\n{}\n{}",
+        include_str!("../lua/common.lua"),
+        include_str!("../lua/mutex/queue.lua"),
+        include_str!("../lua/mutex/acquire.lua")
     ));
     proxy.cut_on(&acquire, Cut::AfterForward, 2);
     let unknown = lock.acquire(Wait::Once).await;

@@ -94,7 +94,7 @@ fn script(files: &[&str]) -> redis::Script {
     let source: String = files
         .iter()
         .map(|f| {
-            let path = format!("{}/../lua/{f}", env!("CARGO_MANIFEST_DIR"));
+            let path = format!("{}/lua/{f}", env!("CARGO_MANIFEST_DIR"));
             std::fs::read_to_string(&path).unwrap() + "\n"
         })
         .collect();
@@ -106,7 +106,13 @@ fn script(files: &[&str]) -> redis::Script {
 fn release_and_extend(c: &mut redis::Connection, name: &str) -> redis::RedisResult<(i64, i64)> {
     let key = format!("rlock:{{{name}}}");
     let fence = rlock_core::Keys::new("rlock", name).fence;
-    let released: i64 = script(&["holding.lua", "queue.lua", "release.lua"])
+    let release = script(&[
+        "common.lua",
+        "mutex/holding.lua",
+        "mutex/queue.lua",
+        "mutex/release.lua",
+    ]);
+    let released: i64 = release
         .key(&key)
         .key(format!("{key}:released"))
         .key(fence)
@@ -118,7 +124,7 @@ fn release_and_extend(c: &mut redis::Connection, name: &str) -> redis::RedisResu
         .arg(format!("{key}:w:"))
         .arg("NUMSUB")
         .invoke(c)?;
-    let extended: i64 = script(&["holding.lua", "extend.lua"])
+    let extended: i64 = script(&["mutex/holding.lua", "mutex/extend.lua"])
         .key(&key)
         .arg("me:1")
         .arg(30_000)

@@ -138,7 +138,7 @@ const LOCKER_RULES: &[&str] = &[
     "+hdel",
     "+lrem",
     "+pubsub|numsub",
-    // The read-write lock's and semaphore's scripts (`lua/shared/`).
+    // The read-write lock's and semaphore's scripts (`core/lua/many/`).
     "+time",
     "+zadd",
     "+zrange",

@@ -1,6 +1,6 @@
 //! Network faults between a client and Redis for read-write locks and
 //! semaphores, made deterministic by a fault proxy: every script of
-//! `lua/shared/` applied by Redis with its reply lost, and sent again by the
+//! `core/lua/many/` applied by Redis with its reply lost, and sent again by the
 //! core; a waiter whose leaving the line failed; a handoff heard late. Each
 //! test states the promise that fault must not break: never more permits
 //! held than the semaphore has, never a writer with anyone else inside,
@@ -12,21 +12,22 @@ use redis::Commands;
 use rlock_core::{Client, Error, LockOptions, Wait};
 use rlock_test_support::{eventually, finished, Cut, FaultProxy, RedisServer};
 
-/// The SHA a script of `lua/shared/` is sent by: after `queue.lua` and
-/// `shared/lib.lua`, each file ended with a newline.
+/// The SHA a script of `core/lua/many/` is sent by: after `common.lua`,
+/// `mutex/queue.lua` and `many/lib.lua`, each file ended with a newline.
 fn sha(script: &str) -> Vec<u8> {
     let joined = format!(
-        "{}\n{}\n{script}\n",
-        include_str!("../../lua/queue.lua"),
-        include_str!("../../lua/shared/lib.lua")
+        "{}\n{}\n{}\n{script}\n",
+        include_str!("../lua/common.lua"),
+        include_str!("../lua/mutex/queue.lua"),
+        include_str!("../lua/many/lib.lua")
     );
     redis::Script::new(&joined).get_hash().as_bytes().to_vec()
 }
 
-const ACQUIRE: &str = include_str!("../../lua/shared/acquire.lua");
-const RELEASE: &str = include_str!("../../lua/shared/release.lua");
-const EXTEND: &str = include_str!("../../lua/shared/extend.lua");
-const DEQUEUE: &str = include_str!("../../lua/shared/dequeue.lua");
+const ACQUIRE: &str = include_str!("../lua/many/acquire.lua");
+const RELEASE: &str = include_str!("../lua/many/release.lua");
+const EXTEND: &str = include_str!("../lua/many/extend.lua");
+const DEQUEUE: &str = include_str!("../lua/many/dequeue.lua");
 
 async fn behind_proxy() -> (RedisServer, FaultProxy, Client) {
     let server = RedisServer::start();

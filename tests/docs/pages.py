@@ -34,7 +34,12 @@ CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 
 def all_pages() -> List[Path]:
     """Every page whose links and samples are checked."""
-    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        ROOT / "core" / "rust.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]
 
 
 def name(path: Path) -> str:

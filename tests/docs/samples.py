@@ -20,7 +20,7 @@ PYTHON = str(ROOT / ".venv" / "bin" / "python")
 # A shell line calling `rlock` as a command (not a comment or an argument).
 CALLS_RLOCK = re.compile(r"(^|[;&|(]|\s--\s|\$\(|^\s*)\s*rlock\s")
 ESM = re.compile(r"^\s*(import|export)\s", re.MULTILINE)
-REPO_PATH = re.compile(r"^(?:\./)?((?:tests|core|cli|python|node|bench|demo|scripts|lua|docs)/[\w./-]*)")
+REPO_PATH = re.compile(r"^(?:\./)?((?:tests|core|cli|python|node|bench|demo|scripts|docs)/[\w./-]*)")
 
 
 def run(argv: List[str], cwd: Path, env: Dict[str, str], merge_stderr: bool = False) -> str:

@@ -5,7 +5,7 @@ nothing a poller could (two writes between two polls).
 
 MONITOR shows a script call, then the commands the script ran (`[db lua]`),
 in the order the server ran them. A write attempt is a call of the fenced
-write script (lua/cached/write.lua: four keys, the entry first and its
+write script (core/lua/cache/write.lua: four keys, the entry first and its
 channel last), its token the script's second argument; it landed when the
 script's HSET of the entry follows, carrying that token in `fence`."""
 

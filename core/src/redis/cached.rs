@@ -1,4 +1,4 @@
-//! The requests of a cache entry (`lua/cached/`) and their replies. A cache
+//! The requests of a cache entry (`core/lua/cache/`) and their replies. A cache
 //! lives on one deployment (a server, Sentinel or Cluster: never Redlock,
 //! whose masters would each keep another entry), so each request goes to its
 //! one endpoint, and is sent again once when the connection dropped under

@@ -1,5 +1,5 @@
 //! What inspection reads beyond one lock's keys: the clients' registrations
-//! (`lua/register.lua`), and the lock keys under a prefix, listed with SCAN
+//! (`core/lua/client/register.lua`), and the lock keys under a prefix, listed with SCAN
 //! (bounded steps, never KEYS) on every master.
 
 use std::collections::HashMap;

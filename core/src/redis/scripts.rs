@@ -1,4 +1,4 @@
-//! The Lua scripts of `lua/`, compiled in, and their replies.
+//! The Lua scripts of `core/lua/`, compiled in, and their replies.
 //!
 //! Each call goes out as EVALSHA (the SHA computed once); a server that does
 //! not know the script (a restart, SCRIPT FLUSH, a promoted replica) answers
@@ -71,11 +71,15 @@ impl Call<'_> {
     }
 }
 
-/// A script from `lua/` (the last file), after the shared helpers it calls
-/// (`holding.lua`, `queue.lua`: they define functions only).
+/// A script from `core/lua/` (the last file), after the helpers it calls,
+/// each file followed by a newline. `common.lua` (the replication prologue
+/// and `now_ms`) comes first, once, in every script that reads Redis' clock;
+/// the other helpers (`mutex/holding.lua`, `mutex/queue.lua`,
+/// `many/lib.lua`, `cache/lib.lua`) define functions only, each defined in
+/// one file.
 macro_rules! lua {
     ($($file:literal),+) => {{
-        const SOURCE: &str = concat!($(include_str!(concat!("../../../lua/", $file)), "\n"),+);
+        const SOURCE: &str = concat!($(include_str!(concat!("../../lua/", $file)), "\n"),+);
         Lua {
             source: SOURCE,
             sha: LazyLock::new(|| Script::new(SOURCE).get_hash().to_owned()),
@@ -83,33 +87,87 @@ macro_rules! lua {
     }};
 }
 
-pub(crate) static ACQUIRE: Lua = lua!("queue.lua", "acquire.lua");
-pub(crate) static RELEASE: Lua = lua!("holding.lua", "queue.lua", "release.lua");
-pub(crate) static EXTEND: Lua = lua!("holding.lua", "extend.lua");
-pub(crate) static INSPECT: Lua = lua!("queue.lua", "inspect.lua");
-pub(crate) static DEQUEUE: Lua = lua!("dequeue.lua");
-pub(crate) static REGISTER: Lua = lua!("queue.lua", "register.lua");
+/// The scripts of a mutex (`core/lua/mutex/`).
+pub(crate) static ACQUIRE: Lua = lua!("common.lua", "mutex/queue.lua", "mutex/acquire.lua");
+pub(crate) static RELEASE: Lua = lua!(
+    "common.lua",
+    "mutex/holding.lua",
+    "mutex/queue.lua",
+    "mutex/release.lua"
+);
+pub(crate) static EXTEND: Lua = lua!("mutex/holding.lua", "mutex/extend.lua");
+pub(crate) static INSPECT: Lua = lua!("common.lua", "mutex/queue.lua", "mutex/inspect.lua");
+pub(crate) static DEQUEUE: Lua = lua!("mutex/dequeue.lua");
+/// A client's registration (`core/lua/client/`).
+pub(crate) static REGISTER: Lua = lua!("common.lua", "client/register.lua");
 
-/// The scripts of a lock several holders share: a read-write lock or a
-/// semaphore (`lua/shared/`).
+/// The scripts of a lock many holders share: a read-write lock or a
+/// semaphore (`core/lua/many/`).
 pub(crate) mod shared {
     use super::*;
 
-    pub(crate) static ACQUIRE: Lua = lua!("queue.lua", "shared/lib.lua", "shared/acquire.lua");
-    pub(crate) static RELEASE: Lua = lua!("queue.lua", "shared/lib.lua", "shared/release.lua");
-    pub(crate) static EXTEND: Lua = lua!("queue.lua", "shared/lib.lua", "shared/extend.lua");
-    pub(crate) static INSPECT: Lua = lua!("queue.lua", "shared/lib.lua", "shared/inspect.lua");
-    pub(crate) static DEQUEUE: Lua = lua!("queue.lua", "shared/lib.lua", "shared/dequeue.lua");
+    pub(crate) static ACQUIRE: Lua = lua!(
+        "common.lua",
+        "mutex/queue.lua",
+        "many/lib.lua",
+        "many/acquire.lua"
+    );
+    pub(crate) static RELEASE: Lua = lua!(
+        "common.lua",
+        "mutex/queue.lua",
+        "many/lib.lua",
+        "many/release.lua"
+    );
+    pub(crate) static EXTEND: Lua = lua!(
+        "common.lua",
+        "mutex/queue.lua",
+        "many/lib.lua",
+        "many/extend.lua"
+    );
+    pub(crate) static INSPECT: Lua = lua!(
+        "common.lua",
+        "mutex/queue.lua",
+        "many/lib.lua",
+        "many/inspect.lua"
+    );
+    pub(crate) static DEQUEUE: Lua = lua!(
+        "common.lua",
+        "mutex/queue.lua",
+        "many/lib.lua",
+        "many/dequeue.lua"
+    );
 }
 
-/// The scripts of a cache entry (`lua/cached/`).
+/// The scripts of a cache entry (`core/lua/cache/`).
 pub(crate) mod cached {
     use super::*;
 
-    pub(crate) static READ: Lua = lua!("cached/lib.lua", "cached/read.lua");
-    pub(crate) static WRITE: Lua = lua!("cached/lib.lua", "cached/write.lua");
-    pub(crate) static FAIL: Lua = lua!("cached/lib.lua", "cached/fail.lua");
-    pub(crate) static INVALIDATE: Lua = lua!("cached/lib.lua", "cached/invalidate.lua");
+    pub(crate) static READ: Lua = lua!("common.lua", "cache/lib.lua", "cache/read.lua");
+    pub(crate) static WRITE: Lua = lua!("common.lua", "cache/lib.lua", "cache/write.lua");
+    pub(crate) static FAIL: Lua = lua!("common.lua", "cache/lib.lua", "cache/fail.lua");
+    pub(crate) static INVALIDATE: Lua = lua!("common.lua", "cache/lib.lua", "cache/invalidate.lua");
+}
+
+/// Every script the core sends, by name (for the tests below).
+#[cfg(test)]
+fn every_script() -> [(&'static str, &'static Lua); 15] {
+    [
+        ("mutex acquire", &ACQUIRE),
+        ("mutex release", &RELEASE),
+        ("mutex extend", &EXTEND),
+        ("mutex inspect", &INSPECT),
+        ("mutex dequeue", &DEQUEUE),
+        ("client register", &REGISTER),
+        ("many acquire", &shared::ACQUIRE),
+        ("many release", &shared::RELEASE),
+        ("many extend", &shared::EXTEND),
+        ("many inspect", &shared::INSPECT),
+        ("many dequeue", &shared::DEQUEUE),
+        ("cache read", &cached::READ),
+        ("cache write", &cached::WRITE),
+        ("cache fail", &cached::FAIL),
+        ("cache invalidate", &cached::INVALIDATE),
+    ]
 }
 
 /// Whether a reply says the server does not know the script.
@@ -318,5 +376,46 @@ impl SharedState {
             fence_counter: u64::try_from(counter).ok().filter(|c| *c > 0),
             foreign: int(3)? != 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A helper is defined in one file and prepended once: no assembled
+    /// script defines a `local function` twice (a second definition would
+    /// shadow the first without a word), nor runs the replication prologue
+    /// twice.
+    #[test]
+    fn each_script_defines_each_helper_once() {
+        for (name, lua) in every_script() {
+            let mut seen = std::collections::HashSet::new();
+            for line in lua.source.lines() {
+                if let Some(rest) = line.trim_start().strip_prefix("local function ") {
+                    let function = rest.split('(').next().unwrap_or(rest).trim();
+                    assert!(seen.insert(function), "{name}: `{function}` defined twice");
+                }
+            }
+            let prologues = lua.source.matches("redis.replicate_commands()").count();
+            assert!(
+                prologues <= 1,
+                "{name}: the replication prologue {prologues} times"
+            );
+        }
+    }
+
+    /// Every script that reads Redis' clock has `common.lua`, first.
+    #[test]
+    fn a_script_that_reads_the_clock_starts_with_common() {
+        let common = include_str!("../../lua/common.lua");
+        for (name, lua) in every_script() {
+            if lua.source.contains("now_ms()") {
+                assert!(
+                    lua.source.starts_with(common),
+                    "{name}: now_ms without common.lua first"
+                );
+            }
+        }
     }
 }

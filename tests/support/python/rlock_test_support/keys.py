@@ -12,7 +12,7 @@ def lock_key(name: str, prefix: str = "rlock") -> str:
 
 class CacheKeys:
     """The keys of cache entry `key`, as the cache scripts name them
-    (lua/cached/lib.lua): the entry (a hash), its rebuild lock (a mutex's
+    (core/lua/cache/lib.lua): the entry (a hash), its rebuild lock (a mutex's
     hash), the last failed rebuild and the entry's channel."""
 
     def __init__(self, key: str, prefix: str = "rlock") -> None:

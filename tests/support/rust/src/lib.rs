@@ -26,3 +26,11 @@ pub use sentinel::SentinelGroup;
 pub use server::RedisServer;
 pub use wait::{eventually, finished, until, until_in_line, wait_until};
 pub use worker::{worker_args, worker_command, worker_process};
+
+// A Rust sample of the README that stops compiling fails `cargo test --doc`
+// (`cargo test --workspace` runs it), as a stale sample would mislead its
+// reader. Compiled here, not in rlock-core, whose package carries no file
+// from outside the crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../README.md")]
+pub struct ReadmeDocs;

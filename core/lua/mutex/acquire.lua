@@ -1,6 +1,15 @@
 -- acquire: take the lock, or re-enter it when this owner already holds it.
--- (queue.lua is prepended: drop_left, queue_head, queue_pop, hand_over,
--- issued_fence, next_fence, take, re_entered.)
+-- (common.lua and queue.lua are prepended: now_ms, drop_left, queue_head,
+-- queue_pop, hand_over, issued_fence, next_fence, take, re_entered.)
+--
+-- The fast path is an exception, kept on purpose: when neither the lock,
+-- nor its line, nor a legacy counter exists (one EXISTS over KEYS[1],
+-- KEYS[3], KEYS[5]), the lock is taken at once, without the steps every
+-- other path goes through (TYPE of the lock, the head of the line, the
+-- legacy counter folded in). It exists because a free lock nobody waits for
+-- is the common case, and there one key read answers it. It is the only
+-- path that skips them; any of those keys present sends the request down
+-- the general path below. The scripts of many/ have no such path.
 -- KEYS[1] lock hash  P:{NAME}        fields owner, count, fence; PEXPIRE = lease
 -- KEYS[2] fence counter P:fence{T}   of the Cluster slot of P:{NAME} (T: the
 --         smallest number in that slot), shared by every name of the slot;
@@ -39,8 +48,8 @@
 local owner = ARGV[1]
 local fence
 drop_left(KEYS[3], KEYS[4], 8)
--- Neither a lock nor a line nor a legacy counter to fold: the common case,
--- answered by one read.
+-- The fast path (see the top): neither a lock nor a line nor a legacy
+-- counter to fold, the common case, answered by one read.
 if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[5]) == 0 then
   fence = next_fence(KEYS[2])
   if not fence then

@@ -1,7 +1,7 @@
 -- acquire: take a share of a read-write lock or semaphore (a read, the write,
 -- or permits), or re-enter the one this owner holds.
--- (queue.lua and shared/lib.lua are prepended.)
--- KEYS[1] holders  B            (see shared/lib.lua)
+-- (common.lua, mutex/queue.lua and many/lib.lua are prepended.)
+-- KEYS[1] holders  B            (see many/lib.lua)
 -- KEYS[2] leases   B:until
 -- KEYS[3] fence counter  P:fence{T} of the slot of B (as for the mutex)
 -- KEYS[4] waiting line   B:queue
@@ -21,7 +21,7 @@
 --         fits holds at once, except a reader while a writer waits in line
 --         and a semaphore holder taking what the head of the line waits for
 -- ARGV[11..] owners of this client that left the line unconfirmed: taken
---         out of it first (see drop_left in queue.lua)
+--         out of it first (see drop_left in mutex/queue.lua)
 -- returns {1, fence, count} when held by ARGV[1] afterwards;
 --         {0, retry_ms, queued, bad, issued} otherwise, as the mutex's
 --         (retry_ms: until the earliest lease of a holder ends);

@@ -1,5 +1,6 @@
--- cached/lib: functions the cache scripts share (prepended to each of
--- lua/cached/*.lua when the core loads them; it does nothing on its own).
+-- cache/lib: functions the cache scripts share (prepended, after
+-- common.lua, to each of cache/*.lua when the core loads them; it does
+-- nothing on its own).
 --
 -- A cache entry  P:{KEY}:cached  is a hash:
 --   value   the bytes the loader produced (absent when it produced none)
@@ -12,17 +13,6 @@
 -- none). A key of these names that does not have this shape (another type,
 -- a hash without a fence, a failure that is not "<token> <message>") is
 -- someone else's data: reported, never overwritten.
-
--- Effects replication, for the writes after TIME (the default from Redis 5 on).
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-
--- The server's clock in ms.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- The type of `key` ('none' when it does not exist).
 local function type_of(key)

@@ -3,7 +3,7 @@
 -- never over an entry written under a newer token, and never after an
 -- invalidation that came while it ran. Idempotent: sent again after a lost
 -- reply, it stores the same entry again (same token) or answers 1.
--- (cached/lib.lua is prepended.)
+-- (common.lua and cache/lib.lua are prepended.)
 -- KEYS[1] the entry  P:{KEY}:cached
 -- KEYS[2] the rebuild lock  P:{KEY}:rebuild
 -- KEYS[3] the last rebuild failure  P:{KEY}:cached:failed

@@ -1,6 +1,7 @@
 -- inspect: read the state of a read-write lock or semaphore without
--- changing it. (queue.lua and shared/lib.lua are prepended.)
--- KEYS as shared/acquire.lua's
+-- changing it. (common.lua, mutex/queue.lua and many/lib.lua are
+-- prepended.)
+-- KEYS as many/acquire.lua's
 -- returns {size, waiting, fence_counter, kind, then per holding whose lease
 --          has not ended: owner, count, fence, permits, pttl}
 --   size: the semaphore's stored size (0: none stored, or a read-write lock)

@@ -1,8 +1,8 @@
 -- cached/read: one read of a cache entry, and what a caller needs to decide
 -- whether to use it, wait for a rebuild, or rebuild: one round trip on a hit.
--- (cached/lib.lua is prepended.)
+-- (common.lua and cache/lib.lua are prepended.)
 -- KEYS[1] the entry  P:{KEY}:cached
--- KEYS[2] the rebuild lock  P:{KEY}:rebuild  (a mutex hash, see acquire.lua)
+-- KEYS[2] the rebuild lock  P:{KEY}:rebuild  (a mutex hash, see mutex/acquire.lua)
 -- KEYS[3] the last rebuild failure  P:{KEY}:cached:failed
 -- returns {state, value, format, fence, fresh_ms, took_ms, lock_fence,
 --          lock_pttl, failed_fence, failed_message}

@@ -1,8 +1,8 @@
 -- release: undo one acquisition by this owner. The last one hands the lock
 -- straight to the first live waiter in line and tells it on its waiter
 -- channel, or frees the lock and announces it to all waiters.
--- (holding.lua and queue.lua are prepended: held_count, queue_head,
--- hand_over, next_fence, release_count.)
+-- (common.lua, holding.lua and queue.lua are prepended: now_ms, held_count,
+-- queue_head, hand_over, next_fence, release_count.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] release channel  P:{NAME}:released
 -- KEYS[3] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)

@@ -2,8 +2,8 @@
 -- timed out or was cancelled). Whoever waited behind it and fits now is
 -- served (a large request leaving frees the way for smaller ones).
 -- Idempotent: sent again, it answers as the first time.
--- (queue.lua and shared/lib.lua are prepended.)
--- KEYS as shared/acquire.lua's
+-- (common.lua, mutex/queue.lua and many/lib.lua are prepended.)
+-- KEYS as many/acquire.lua's
 -- ARGV[1] owner id
 -- ARGV[2] PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3] waiter channel prefix B:w:

@@ -1,5 +1,5 @@
 -- inspect: read the state of one lock without changing it.
--- (queue.lua is prepended: issued_fence.)
+-- (common.lua and queue.lua are prepended: now_ms, issued_fence.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] fence counter  P:fence{T} of the slot of P:{NAME} (see acquire.lua)
 -- KEYS[3] waiting line  P:{NAME}:queue (fair waiters, and others once they waited queue_after)

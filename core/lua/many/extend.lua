@@ -1,5 +1,6 @@
 -- extend: reset the lease of a read-write lock's or semaphore's share this
--- owner holds. (queue.lua and shared/lib.lua are prepended.)
+-- owner holds. (common.lua, mutex/queue.lua and many/lib.lua are
+-- prepended.)
 -- KEYS[1] holders  B
 -- KEYS[2] leases   B:until
 -- ARGV[1] owner id

@@ -1,8 +1,8 @@
 -- release: undo one acquisition of a read-write lock's or semaphore's share
 -- by this owner. The last one gives the share back and hands what is free to
--- the waiters at the head of the line (shared/lib.lua's serve_line).
--- (queue.lua and shared/lib.lua are prepended.)
--- KEYS as shared/acquire.lua's
+-- the waiters at the head of the line (many/lib.lua's serve_line).
+-- (common.lua, mutex/queue.lua and many/lib.lua are prepended.)
+-- KEYS as many/acquire.lua's
 -- ARGV[1] owner id
 -- ARGV[2] lease in milliseconds, kept by the holding that remains after a
 --         nested release
@@ -15,7 +15,7 @@
 -- returns the re-entry count left (0: given back, by this request or, when
 --           it is sent again, by its first send),
 --         -1 when this owner holds nothing (its lease ended, or one of B
---           and B:until is gone without the other: see shared/lib.lua's torn),
+--           and B:until is gone without the other: see many/lib.lua's torn),
 --         -2 when it holds under another token, or a key holds another type
 local k = { holders = KEYS[1], untils = KEYS[2], fence = KEYS[3], queue = KEYS[4], leases = KEYS[5] }
 local owner = ARGV[1]

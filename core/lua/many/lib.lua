@@ -1,6 +1,7 @@
--- shared: the state of a read-write lock or a semaphore, which several
--- holders share, each under its own lease (prepended, after queue.lua, to the
--- scripts of this folder; it does nothing on its own).
+-- many/lib: the state of a read-write lock or a semaphore, which many
+-- holders share, each under its own lease (prepended, after common.lua and
+-- mutex/queue.lua, to the scripts of this folder; it does nothing on its
+-- own).
 --
 -- B        HASH  one field per holding: owner id -> "count fence permits"
 --                (count: re-entries; permits: a semaphore holding's share,
@@ -11,7 +12,7 @@
 --                one key cannot carry one PEXPIRE per holder. A lease that
 --                ended is reaped by the next script that runs; B and
 --                B:until expire with the longest lease.
--- B:queue, B:leases  the waiting line as for the mutex (queue.lua), but a
+-- B:queue, B:leases  the waiting line as for the mutex (mutex/queue.lua), but a
 --                waiter's entry in B:leases is "lease permits size" (size:
 --                the semaphore's size as that waiter knows it, 0 for a
 --                read-write lock's waiter).
@@ -21,17 +22,7 @@
 -- (B, KEYS[1] of every script here, stands for P:{NAME}:rwlock or
 -- P:{NAME}:semaphore: which of the two, its name says.)
 
--- Effects replication, for the writes after TIME (the default from Redis 5 on).
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-
 local SEMAPHORE = string.sub(KEYS[1], -10) == ':semaphore'
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- 's' a semaphore holder; of a read-write lock 'r' a reader, and 'w' a
 -- writer (an id that ends in neither counts as a writer: nobody beside it).

@@ -1,6 +1,6 @@
 -- register: a client's registration, which inspection joins to the owner ids
 -- of holders and waiters (an owner id begins with its client's id).
--- (queue.lua is prepended: now_ms.)
+-- (common.lua is prepended: now_ms.)
 -- KEYS[1] P:client:{ID}  HASH id, since, host, pid, process, face, version
 -- ARGV[1] lease in ms, renewed while the client runs ('0': it closes, so
 --         the registration is deleted)

@@ -5,7 +5,7 @@
 -- Rebuilds that start later hold newer tokens and are not marked; the mark
 -- goes with that holding. Sent again after a lost reply, it deletes nothing
 -- more (and answers 0).
--- (cached/lib.lua is prepended.)
+-- (common.lua and cache/lib.lua are prepended.)
 -- KEYS[1] the entry  P:{KEY}:cached
 -- KEYS[2] the rebuild lock  P:{KEY}:rebuild
 -- KEYS[3] the last rebuild failure  P:{KEY}:cached:failed

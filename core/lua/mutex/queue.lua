@@ -1,6 +1,6 @@
 -- queue: the waiting line of one lock, shared by the scripts that take or
--- hand over a lock (prepended to acquire.lua and release.lua when the core
--- loads them; it does nothing on its own).
+-- hand over a lock (prepended, after common.lua, to acquire.lua and
+-- release.lua when the core loads them; it does nothing on its own).
 --
 -- P:{NAME}:queue   LIST of waiting owner ids, in arrival order
 -- P:{NAME}:leases  HASH owner id -> the lease (ms) that waiter asked for, and
@@ -26,11 +26,6 @@
 -- when Redis' count is past the owner's view `before` already (this request
 -- was applied, its reply lost, or the lock was handed to it meanwhile);
 -- `before` -1: count it whatever the count.
--- Effects replication, for the writes after TIME (the default from Redis 5 on).
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-
 local function re_entered(count, before)
   return before < 0 or count <= before
 end
@@ -184,12 +179,6 @@ local function next_fence(fence_key, legacy_key)
     redis.call('DEL', legacy_key)
   end
   return fence
-end
-
--- Redis' clock in milliseconds.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- Makes `owner` the holder with the token `fence`; `previous` names the

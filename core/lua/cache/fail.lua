@@ -6,7 +6,7 @@
 -- entry again; a newer rebuild's failure is never replaced by an older one's,
 -- and a rebuild whose lock another rebuild holds now keeps none.
 -- Idempotent: sent again, it finds the lock gone and keeps the same failure.
--- (cached/lib.lua is prepended.)
+-- (common.lua and cache/lib.lua are prepended.)
 -- KEYS[1] the last rebuild failure  P:{KEY}:cached:failed
 -- KEYS[2] the entry's channel  P:{KEY}:cached:news
 -- KEYS[3] the rebuild lock  P:{KEY}:rebuild
