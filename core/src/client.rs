@@ -17,12 +17,12 @@ use futures_util::FutureExt;
 use crate::cache::{Cache, CacheOptions};
 use crate::context::{Client, Context};
 use crate::error::{Error, Result};
-use crate::holdings::Given;
+use crate::holdings::HeldAtClose;
 use crate::kind::Kind;
 use crate::lock::Lock;
 use crate::options::{self, LockOptions};
 use crate::redis::deployment::Deployment;
-use crate::redis::endpoint::{manager_config, Endpoint, Node, ReleaseOf};
+use crate::redis::endpoint::{manager_config, Endpoint, Member, ReleaseOf};
 use crate::rwlock::RwLock;
 use crate::semaphore::Semaphore;
 use crate::telemetry::{metrics::Stats, Event, Telemetry};
@@ -334,7 +334,7 @@ impl Client {
 pub(crate) const CLOSE_RELEASES_WITHIN: Duration = Duration::from_secs(2);
 
 /// Releases every re-entry of one holding on a closing client.
-async fn give_back(deployment: &Deployment, given: &Given) {
+async fn give_back(deployment: &Deployment, given: &HeldAtClose) {
     let lease_ms = given.lease.as_millis() as u64;
     for left in (1..=given.count).rev() {
         let of = ReleaseOf {
@@ -418,7 +418,7 @@ async fn connect_cluster(
     options: &ClientOptions,
     failures: &Failures<'_>,
     telemetry: &Arc<Telemetry>,
-) -> Result<Node> {
+) -> Result<Member> {
     let build = |protocol| {
         let mut builder =
             redis::cluster::ClusterClientBuilder::new(targets.iter().map(|t| t.url.as_str()))
@@ -450,7 +450,7 @@ async fn connect_cluster(
         .join(",");
     let config = manager_config(options.connect_timeout, options.response_timeout);
     let label = format!("Cluster {seeds}");
-    Node::connect(cluster, label, config, false, telemetry.clone())
+    Member::connect(cluster, label, config, false, telemetry.clone())
         .await
         .map_err(|f| failures.connection(f))
 }
@@ -462,7 +462,7 @@ async fn connect_masters(
     options: &ClientOptions,
     failures: &Failures<'_>,
     telemetry: &Arc<Telemetry>,
-) -> Result<Vec<Node>> {
+) -> Result<Vec<Member>> {
     let redlock = targets.len() > 1;
     let config = manager_config(options.connect_timeout, options.response_timeout);
     // A Redlock master that is down must fail its requests at once: the
@@ -478,7 +478,7 @@ async fn connect_masters(
     for t in targets {
         let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;
         nodes.push(
-            Node::connect(
+            Member::connect(
                 endpoint,
                 t.address.clone(),
                 config.clone(),

@@ -1,7 +1,7 @@
 //! The shared context of one client, which every part of it uses: the way to
 //! its deployment (open until `close()`), what it holds, who of it waits on
-//! what (and the pub/sub feeds, started on its first wait), the turns of its
-//! owners, and the runtime its background tasks run on. Locks reach their
+//! what (and the pub/sub feeds, started on its first wait), the mutexes that
+//! keep each owner's requests one at a time, and the runtime its background tasks run on. Locks reach their
 //! client's connections through here, so lock code depends on this context
 //! and not on `client.rs`.
 
@@ -16,13 +16,13 @@ use tokio::sync::watch;
 use crate::error::{Error, NotOwnedReason, Result};
 use crate::holdings::Holdings;
 use crate::keys::Keys;
+use crate::owner_mutexes::OwnerMutexTable;
 use crate::redis::deployment::{Attempt, Deployment};
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
 use crate::redis::scripts::{LockState, SharedState};
 use crate::registration::Registration;
 use crate::shutdown::Shutdown;
 use crate::telemetry::Telemetry;
-use crate::turns::Turns;
 use crate::wakeups::registry::{Ticket, Waiters};
 
 /// A connection to one Redis deployment, shared by every lock made from it.
@@ -53,8 +53,8 @@ pub(crate) struct Context {
     /// Its counters and events.
     pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) waiters: Arc<Waiters>,
-    /// One request at a time per owner and lock (see `turns.rs`).
-    pub(crate) turns: Turns,
+    /// One request at a time per owner and lock (see `owner_mutexes.rs`).
+    pub(crate) owner_mutexes: OwnerMutexTable,
     feeds_started: Once,
     pub(crate) next_handle: AtomicU64,
     pub(crate) shutdown: watch::Sender<bool>,
@@ -93,7 +93,7 @@ impl Context {
             holdings: Arc::new(Holdings::new(telemetry.clone())),
             telemetry,
             waiters: Waiters::new(tokio::runtime::Handle::current()),
-            turns: Turns::default(),
+            owner_mutexes: OwnerMutexTable::default(),
             feeds_started: Once::new(),
             next_handle: AtomicU64::new(1),
             shutdown,
@@ -146,7 +146,7 @@ impl Context {
                 .await;
         };
         self.feeds_started.call_once(|| {
-            for node in deployment.nodes() {
+            for node in deployment.members() {
                 let requests = self.waiters.add_feed();
                 self.runtime.spawn(crate::wakeups::feed::run(
                     node.feed(),
@@ -260,8 +260,8 @@ impl Connections {
         Box::pin(async move { self.current()?.inspect(keys).await })
     }
 
-    pub(crate) fn inspect_shared<'a>(&'a self, keys: &'a Keys) -> Request<'a, SharedState> {
-        Box::pin(async move { self.current()?.inspect_shared(keys).await })
+    pub(crate) fn inspect_many_holder<'a>(&'a self, keys: &'a Keys) -> Request<'a, SharedState> {
+        Box::pin(async move { self.current()?.inspect_many_holder(keys).await })
     }
 }
 

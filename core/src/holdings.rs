@@ -225,7 +225,7 @@ impl Drop for Releasing<'_> {
 }
 
 /// A holding that `close()` gives back: `count` releases of `owner`.
-pub(crate) struct Given {
+pub(crate) struct HeldAtClose {
     pub keys: Arc<Keys>,
     pub owner: Arc<str>,
     pub fence: u64,
@@ -420,13 +420,13 @@ impl Holdings {
     /// The client is closing: every holding is lost from now on (its holder
     /// is told at once), and none is renewed again. Returns what was held,
     /// for `close()` to give back.
-    pub(crate) fn close(&self) -> Vec<Given> {
+    pub(crate) fn close(&self) -> Vec<HeldAtClose> {
         let mut table = self.table.lock().unwrap();
         table.closed = true;
         let mut held = Vec::new();
         for h in table.locks.values_mut().flat_map(|o| o.values_mut()) {
             h.lose(LostReason::Closed);
-            held.push(Given {
+            held.push(HeldAtClose {
                 keys: h.terms.keys.clone(),
                 owner: h.terms.owner.clone(),
                 fence: h.fence,

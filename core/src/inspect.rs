@@ -235,7 +235,7 @@ impl Client {
             let sem = self.semaphore(name, 1, defaults())?.state().await?;
             (busy(rw), busy(sem))
         };
-        let shared_owners = rwlock
+        let many_holder_owners = rwlock
             .iter()
             .chain(&semaphore)
             .flat_map(|s| s.holders.iter().map(|h| h.owner.as_str()));
@@ -244,7 +244,7 @@ impl Client {
             .iter()
             .chain(&state.line)
             .map(String::as_str)
-            .chain(shared_owners)
+            .chain(many_holder_owners)
             .map(|o| o.split(':').next().unwrap_or(o).to_owned())
             .collect();
         ids.sort_unstable();
@@ -270,7 +270,7 @@ impl Client {
                 .await
                 .into_iter()
                 .collect();
-        let shared = |s: SharedState| SharedInspection {
+        let inspected = |s: SharedState| SharedInspection {
             holders: s
                 .holders
                 .iter()
@@ -290,8 +290,8 @@ impl Client {
                     ..party(o, &registrations)
                 })
                 .collect(),
-            rwlock: rwlock.map(shared),
-            semaphore: semaphore.map(shared),
+            rwlock: rwlock.map(inspected),
+            semaphore: semaphore.map(inspected),
             state,
         })
     }

@@ -26,8 +26,8 @@ use crate::holdings::{HoldTerms, HoldingView};
 use crate::keys::Keys;
 use crate::kind::Kind;
 use crate::options::{self, LockOptions, Wait};
+use crate::owner_mutexes::OwnerMutexes;
 use crate::redis::scripts::{LockState, SharedState};
-use crate::turns::Turn;
 
 /// What an acquisition gives its holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,9 +49,9 @@ pub struct Lock {
     options: LockOptions,
     /// What it takes: the mutex, a side of a read-write lock, permits.
     kind: Kind,
-    /// This owner's turns on this lock: one request and one wait at a time
-    /// (see `turns.rs`).
-    turn: Turn,
+    /// This owner's mutexes on this lock: one request and one wait at a time
+    /// (see `owner_mutexes.rs`).
+    mutexes: Arc<OwnerMutexes>,
 }
 
 impl std::fmt::Debug for Lock {
@@ -97,7 +97,7 @@ impl Lock {
         }
         let keys = Arc::new(Keys::of(kind.family(), &client.context.prefix, name));
         let owner = owner_id(&client.context.id, unit, kind);
-        let turn = client.context.turns.of(&keys.lock, &owner);
+        let mutexes = client.context.owner_mutexes.of(&keys.lock, &owner);
         Ok(Lock {
             client,
             name: Arc::from(name),
@@ -105,7 +105,7 @@ impl Lock {
             owner,
             options,
             kind,
-            turn,
+            mutexes,
         })
     }
 
@@ -140,7 +140,7 @@ impl Lock {
     /// The same lock seen by the owner with this full id.
     fn as_owner(&self, owner: Arc<str>) -> Lock {
         Lock {
-            turn: self.context().turns.of(&self.keys.lock, &owner),
+            mutexes: self.context().owner_mutexes.of(&self.keys.lock, &owner),
             owner,
             ..self.clone()
         }
@@ -312,7 +312,7 @@ impl Lock {
             None => self.options.ttl,
         };
         let context = self.context();
-        let _request = self.turn.request.lock().await;
+        let _request = self.mutexes.request.lock().await;
         let view = self.view();
         let sent = Instant::now();
         let outcome = Box::pin(context.deployment.extend(
@@ -358,7 +358,10 @@ impl Lock {
 
     /// The state of a read-write lock or semaphore in Redis (one round trip).
     pub async fn shared_state(&self) -> Result<SharedState> {
-        self.context().deployment.inspect_shared(&self.keys).await
+        self.context()
+            .deployment
+            .inspect_many_holder(&self.keys)
+            .await
     }
 
     /// Whether an acquisition of this handle by another owner would wait now:

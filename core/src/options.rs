@@ -46,7 +46,7 @@ pub struct LockOptions {
     /// After acquire and extend, `WAIT` for this many replicas to have the
     /// write; an acquisition too few acknowledge is undone and retried.
     pub sync_replicas: Option<u32>,
-    /// Fair mode: waiters queue in Redis and a release hands the lock straight
+    /// Fair mode: waiters stand in line in Redis and a release hands the lock straight
     /// to the first live one, in arrival order.
     pub fair: bool,
     /// When not fair: how long a waiter competes for each release before it

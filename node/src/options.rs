@@ -38,21 +38,21 @@ options_struct! {
     #[napi(object, object_to_js = false)]
     pub struct LockOptions {
         #[napi(ts_type = "number")]
-        pub ttl_ms: Option<Given<f64>>,
+        pub ttl_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "number")]
-        pub timeout_ms: Option<Given<f64>>,
+        pub timeout_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "boolean")]
-        pub auto_renew: Option<Given<bool>>,
+        pub auto_renew: Option<TypeChecked<bool>>,
         #[napi(ts_type = "number")]
-        pub max_hold_ms: Option<Given<f64>>,
+        pub max_hold_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "number")]
-        pub sync_replicas: Option<Given<f64>>,
+        pub sync_replicas: Option<TypeChecked<f64>>,
         #[napi(ts_type = "boolean")]
-        pub fair: Option<Given<bool>>,
+        pub fair: Option<TypeChecked<bool>>,
         #[napi(ts_type = "number")]
-        pub queue_after_ms: Option<Given<f64>>,
+        pub queue_after_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "boolean")]
-        pub allow_long_ttl: Option<Given<bool>>,
+        pub allow_long_ttl: Option<TypeChecked<bool>>,
     }
 }
 
@@ -61,21 +61,21 @@ options_struct! {
     #[napi(object, object_to_js = false)]
     pub struct CacheOptions {
         #[napi(ts_type = "number")]
-        pub ttl_ms: Option<Given<f64>>,
+        pub ttl_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "number")]
-        pub stale_ms: Option<Given<f64>>,
+        pub stale_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "number")]
-        pub none_ttl_ms: Option<Given<f64>>,
+        pub none_ttl_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "number")]
-        pub jitter: Option<Given<f64>>,
+        pub jitter: Option<TypeChecked<f64>>,
         #[napi(ts_type = "number")]
-        pub early: Option<Given<f64>>,
+        pub early: Option<TypeChecked<f64>>,
         #[napi(ts_type = "number")]
-        pub timeout_ms: Option<Given<f64>>,
+        pub timeout_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "'share' | 'retry'")]
-        pub on_error: Option<Given<String>>,
+        pub on_error: Option<TypeChecked<String>>,
         #[napi(ts_type = "number")]
-        pub lock_ttl_ms: Option<Given<f64>>,
+        pub lock_ttl_ms: Option<TypeChecked<f64>>,
     }
 }
 
@@ -85,9 +85,9 @@ options_struct! {
     #[napi(object, object_to_js = false)]
     pub struct JobOptions {
         #[napi(ts_type = "number")]
-        pub at_least_ms: Option<Given<f64>>,
+        pub at_least_ms: Option<TypeChecked<f64>>,
         #[napi(ts_type = "number")]
-        pub at_most_ms: Option<Given<f64>>,
+        pub at_most_ms: Option<TypeChecked<f64>>,
     }
 }
 
@@ -191,38 +191,38 @@ impl CacheOptions {
 /// the value given instead. napi's own conversion would throw a plain `Error`
 /// for a wrong type; this way it becomes the face's `TypeError` with code
 /// `ERR_INVALID_ARG`, naming the option, like every other bad argument.
-pub struct Given<T>(Result<T, &'static str>);
+pub struct TypeChecked<T>(Result<T, &'static str>);
 
-impl FromNapiValue for Given<f64> {
+impl FromNapiValue for TypeChecked<f64> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
-        given(env, value, sys::ValueType::napi_number)
+        type_checked(env, value, sys::ValueType::napi_number)
     }
 }
 
-impl FromNapiValue for Given<String> {
+impl FromNapiValue for TypeChecked<String> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
-        given(env, value, sys::ValueType::napi_string)
+        type_checked(env, value, sys::ValueType::napi_string)
     }
 }
 
-impl FromNapiValue for Given<bool> {
+impl FromNapiValue for TypeChecked<bool> {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
-        given(env, value, sys::ValueType::napi_boolean)
+        type_checked(env, value, sys::ValueType::napi_boolean)
     }
 }
 
 /// # Safety
 ///
 /// `env` and `value` are the live handles napi passes to `from_napi_value`.
-unsafe fn given<T: FromNapiValue>(
+unsafe fn type_checked<T: FromNapiValue>(
     env: sys::napi_env,
     value: sys::napi_value,
     expected: i32,
-) -> napi::Result<Given<T>> {
+) -> napi::Result<TypeChecked<T>> {
     let mut kind = 0;
     check_status!(unsafe { sys::napi_typeof(env, value, &mut kind) })?;
     if kind == expected {
-        return Ok(Given(Ok(unsafe { T::from_napi_value(env, value) }?)));
+        return Ok(TypeChecked(Ok(unsafe { T::from_napi_value(env, value) }?)));
     }
     use sys::ValueType as V;
     let type_of = match kind {
@@ -237,7 +237,7 @@ unsafe fn given<T: FromNapiValue>(
         // The one type left, which napi names only from N-API 6 on.
         _ => "bigint",
     };
-    Ok(Given(Err(type_of)))
+    Ok(TypeChecked(Err(type_of)))
 }
 
 fn wrong_type(option: Opt, expected: &'static str, got: &'static str) -> Failure {
@@ -249,28 +249,28 @@ fn wrong_type(option: Opt, expected: &'static str, got: &'static str) -> Failure
 }
 
 /// A number option: unset when absent (`null` is a wrong type).
-fn number(option: Opt, given: Option<Given<f64>>) -> Result<Option<f64>, Failure> {
+fn number(option: Opt, given: Option<TypeChecked<f64>>) -> Result<Option<f64>, Failure> {
     match given {
         None => Ok(None),
-        Some(Given(Ok(n))) => Ok(Some(n)),
-        Some(Given(Err(got))) => Err(wrong_type(option, "a number", got)),
+        Some(TypeChecked(Ok(n))) => Ok(Some(n)),
+        Some(TypeChecked(Err(got))) => Err(wrong_type(option, "a number", got)),
     }
 }
 
 /// A string option: unset when absent (`null` is a wrong type).
-fn text(option: Opt, given: Option<Given<String>>) -> Result<Option<String>, Failure> {
+fn text(option: Opt, given: Option<TypeChecked<String>>) -> Result<Option<String>, Failure> {
     match given {
         None => Ok(None),
-        Some(Given(Ok(s))) => Ok(Some(s)),
-        Some(Given(Err(got))) => Err(wrong_type(option, "a string", got)),
+        Some(TypeChecked(Ok(s))) => Ok(Some(s)),
+        Some(TypeChecked(Err(got))) => Err(wrong_type(option, "a string", got)),
     }
 }
 
 /// A boolean option: unset when absent or `null` (as `??` reads it).
-fn flag(option: Opt, given: Option<Given<bool>>) -> Result<Option<bool>, Failure> {
+fn flag(option: Opt, given: Option<TypeChecked<bool>>) -> Result<Option<bool>, Failure> {
     match given {
-        None | Some(Given(Err("null"))) => Ok(None),
-        Some(Given(Ok(b))) => Ok(Some(b)),
-        Some(Given(Err(got))) => Err(wrong_type(option, "a boolean", got)),
+        None | Some(TypeChecked(Err("null"))) => Ok(None),
+        Some(TypeChecked(Ok(b))) => Ok(Some(b)),
+        Some(TypeChecked(Err(got))) => Err(wrong_type(option, "a boolean", got)),
     }
 }

@@ -13,7 +13,7 @@ use rlock_core::{
     validate, CacheArgs, CacheOptions, Entry, Error, Read, Rebuild as CoreRebuild, Stored, Unit,
 };
 
-use crate::connection::Shared;
+use crate::connection::ClientState;
 use crate::error::to_py;
 use crate::numbers::{secs, Seconds};
 use crate::runtime;
@@ -63,14 +63,19 @@ impl CacheSpec {
 
 #[pyclass(frozen, module = "rlock._native", name = "Cache")]
 pub struct Cache {
-    client: Arc<Shared>,
+    client: Arc<ClientState>,
     key: Arc<str>,
     options: CacheOptions,
 }
 
 impl Cache {
     /// Checks `key` (before any I/O).
-    pub fn new(py: Python<'_>, client: Arc<Shared>, key: &str, spec: &CacheSpec) -> PyResult<Self> {
+    pub fn new(
+        py: Python<'_>,
+        client: Arc<ClientState>,
+        key: &str,
+        spec: &CacheSpec,
+    ) -> PyResult<Self> {
         validate::cache_key(key).map_err(|e| to_py(py, e))?;
         Ok(Cache {
             client,

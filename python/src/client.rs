@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use rlock_core::{validate, Client as CoreClient, ClientOptions, Error, Kind, Stats};
 
 use crate::cache::{Cache, CacheSpec};
-use crate::connection::Shared;
+use crate::connection::ClientState;
 use crate::error::to_py;
 use crate::job::{self, Job};
 use crate::lock::{Lock, LockSpec};
@@ -19,7 +19,7 @@ use crate::semaphore::Semaphore;
 
 #[pyclass(frozen, module = "rlock._native", name = "Client")]
 pub struct Client {
-    shared: Arc<Shared>,
+    state: Arc<ClientState>,
 }
 
 impl Client {
@@ -28,7 +28,7 @@ impl Client {
         name: &str,
     ) -> rlock_core::Result<impl Future<Output = rlock_core::Result<String>> + Send + 'static> {
         validate::name(name)?;
-        let connected = self.shared.connected();
+        let connected = self.state.connected();
         let name = name.to_owned();
         Ok(async move {
             let seen = connected.await?.inspect(&name).await?;
@@ -38,7 +38,7 @@ impl Client {
 
     /// What the client counted: nothing yet if it has not connected.
     fn snapshot(&self) -> Stats {
-        self.shared.current().map(|c| c.stats()).unwrap_or_default()
+        self.state.current().map(|c| c.stats()).unwrap_or_default()
     }
 
     fn invalidate_op(
@@ -46,7 +46,7 @@ impl Client {
         key: &str,
     ) -> rlock_core::Result<impl Future<Output = rlock_core::Result<bool>> + Send + 'static> {
         validate::cache_key(key)?;
-        let connected = self.shared.connected();
+        let connected = self.state.connected();
         let key = key.to_owned();
         Ok(async move { connected.await?.invalidate(&key).await })
     }
@@ -96,18 +96,18 @@ impl Client {
             .tls_ca_pem(tls_ca)
             .face(format!("python {major}.{minor}.{patch}"));
         Ok(Client {
-            shared: Arc::new(Shared::new(urls, server, options)),
+            state: Arc::new(ClientState::new(urls, server, options)),
         })
     }
 
     /// A lock made to `spec` (checked when it was made).
     fn lock(&self, spec: &Bound<'_, LockSpec>) -> Lock {
-        Lock::new(self.shared.clone(), spec_of(spec), Kind::Mutex)
+        Lock::new(self.state.clone(), spec_of(spec), Kind::Mutex)
     }
 
     /// A read-write lock made to `spec`.
     fn rw_lock(&self, py: Python<'_>, spec: &Bound<'_, LockSpec>) -> PyResult<RwLock> {
-        RwLock::new(py, self.shared.clone(), spec_of(spec))
+        RwLock::new(py, self.state.clone(), spec_of(spec))
     }
 
     /// A semaphore of `permits` permits made to `spec` (`permits` checked here).
@@ -117,12 +117,12 @@ impl Client {
         spec: &Bound<'_, LockSpec>,
         permits: Count,
     ) -> PyResult<Semaphore> {
-        Semaphore::new(py, self.shared.clone(), spec_of(spec), permits)
+        Semaphore::new(py, self.state.clone(), spec_of(spec), permits)
     }
 
     /// The cache entry `key` read to `spec` (`key` checked here).
     fn cache(&self, py: Python<'_>, key: &str, spec: &Bound<'_, CacheSpec>) -> PyResult<Cache> {
-        Cache::new(py, self.shared.clone(), key, spec.get())
+        Cache::new(py, self.state.clone(), key, spec.get())
     }
 
     /// Deletes the cache entry `key` (checked before any I/O), so the next
@@ -148,7 +148,7 @@ impl Client {
         at_least: Option<Seconds>,
         at_most: Option<Seconds>,
     ) -> PyResult<Option<Job>> {
-        let taken = job::start(&self.shared, &name.0, secs(at_least), secs(at_most))
+        let taken = job::start(&self.state, &name.0, secs(at_least), secs(at_most))
             .map_err(|e| to_py(py, e))?;
         runtime::wait(py, taken)
     }
@@ -161,7 +161,7 @@ impl Client {
         at_least: Option<Seconds>,
         at_most: Option<Seconds>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let taken = job::start(&self.shared, &name.0, secs(at_least), secs(at_most))
+        let taken = job::start(&self.state, &name.0, secs(at_least), secs(at_most))
             .map_err(|e| to_py(py, e))?;
         runtime::awaitable_task(py, taken)
     }
@@ -192,7 +192,7 @@ impl Client {
     /// reported lost and released, later calls raise `rlock.ClientClosed`.
     /// Returns once the releases are answered (GIL released meanwhile).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let closing = self.shared.close();
+        let closing = self.state.close();
         runtime::wait(py, async move {
             closing.await;
             Ok(())
@@ -201,7 +201,7 @@ impl Client {
 
     /// `close()` for asyncio: the releases are awaited, not waited for.
     fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let closing = self.shared.close();
+        let closing = self.state.close();
         runtime::awaitable(py, async move {
             closing.await;
             Ok(())
@@ -210,21 +210,21 @@ impl Client {
 
     #[getter]
     fn server(&self) -> &str {
-        self.shared.server()
+        self.state.server()
     }
 
     #[getter]
     fn prefix(&self) -> &str {
-        &self.shared.options().prefix
+        &self.state.options().prefix
     }
 
     #[getter]
     fn cluster(&self) -> bool {
-        self.shared.options().cluster
+        self.state.options().cluster
     }
 
     #[getter]
     fn closed(&self) -> bool {
-        self.shared.closed()
+        self.state.closed()
     }
 }

@@ -11,8 +11,8 @@ use tokio::sync::OnceCell;
 
 use crate::runtime;
 
-/// What the client and every lock made from it share.
-pub struct Shared {
+/// A client's connection state, which every lock made from it uses.
+pub struct ClientState {
     /// One URL, the seeds of a Cluster, or the masters of a Redlock.
     urls: Vec<String>,
     /// The URLs as they may be shown: never with a password.
@@ -60,9 +60,9 @@ impl Drop for Conn {
     }
 }
 
-impl Shared {
+impl ClientState {
     pub fn new(urls: Vec<String>, server: String, options: ClientOptions) -> Self {
-        Shared {
+        ClientState {
             urls,
             server,
             options,

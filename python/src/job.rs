@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pyo3::prelude::*;
 use rlock_core::{validate, Job as CoreJob, JobArgs, Unit};
 
-use crate::connection::Shared;
+use crate::connection::ClientState;
 use crate::runtime;
 
 #[pyclass(frozen, module = "rlock._native", name = "Job")]
@@ -54,7 +54,7 @@ impl Job {
 /// checked before any I/O): the job, or None when it ran elsewhere this
 /// period.
 pub(crate) fn start(
-    shared: &Arc<Shared>,
+    state: &Arc<ClientState>,
     name: &str,
     at_least: Option<f64>,
     at_most: Option<f64>,
@@ -66,7 +66,7 @@ pub(crate) fn start(
         unit: Unit::Seconds,
     }
     .check()?;
-    let connected = shared.connected();
+    let connected = state.connected();
     let name = name.to_owned();
     Ok(async move {
         let taken = connected.await?.start_job(&name, options).await?;

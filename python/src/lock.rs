@@ -13,7 +13,7 @@ use rlock_core::{
     validate, Error, Kind, Lock as CoreLock, LockArgs, LockOptions, Opt, Unit, Wait, DEFAULT_TTL,
 };
 
-use crate::connection::Shared;
+use crate::connection::ClientState;
 use crate::error::{factory_option_name, option_name, to_py, to_py_spelled};
 use crate::numbers::{secs, Count, Seconds, Text};
 use crate::runtime;
@@ -117,7 +117,7 @@ impl LockSpec {
 
 #[pyclass(frozen, module = "rlock._native", name = "Lock")]
 pub struct Lock {
-    client: Arc<Shared>,
+    client: Arc<ClientState>,
     spec: Arc<LockSpec>,
     kind: Kind,
     /// The core lock last made for this process's client: the core lock of
@@ -127,7 +127,7 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub fn new(client: Arc<Shared>, spec: Arc<LockSpec>, kind: Kind) -> Self {
+    pub fn new(client: Arc<ClientState>, spec: Arc<LockSpec>, kind: Kind) -> Self {
         Lock {
             client,
             spec,

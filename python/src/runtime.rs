@@ -37,7 +37,7 @@ use crate::error::{Failure, Reply};
 /// Ctrl-C answered within about 100 ms.
 const SLICE: Duration = Duration::from_millis(50);
 
-static RUNTIME: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
+static RUNTIME: AtomicPtr<Driver> = AtomicPtr::new(ptr::null_mut());
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Counts forks of this process: anything built in an earlier generation
@@ -66,29 +66,29 @@ pub fn install_fork_handler() -> PyResult<()> {
     Ok(())
 }
 
-pub use rlock_core::driver::Driver as Shared;
+pub use rlock_core::driver::Driver;
 
 /// This process' runtime, built on first use (again in a forked child).
-pub fn get() -> PyResult<&'static Shared> {
+pub fn get() -> PyResult<&'static Driver> {
     let current = RUNTIME.load(Ordering::Acquire);
     if !current.is_null() {
         // SAFETY: a published runtime is never freed (leaked across forks).
         return Ok(unsafe { &*current });
     }
-    let built = Shared::new("rlock-runtime")
+    let built = Driver::new("rlock-runtime")
         .map_err(|e| PyOSError::new_err(format!("could not start the rlock runtime: {e}")))?;
     let fresh = Box::into_raw(Box::new(built));
     match RUNTIME.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
             // SAFETY: just published; never freed from now on.
-            let shared: &'static Shared = unsafe { &*fresh };
+            let driver: &'static Driver = unsafe { &*fresh };
             std::thread::Builder::new()
                 .name("rlock-runtime".to_owned())
-                .spawn(move || shared.run_background())
+                .spawn(move || driver.run_background())
                 .map_err(|e| {
                     PyOSError::new_err(format!("could not start the rlock runtime: {e}"))
                 })?;
-            Ok(shared)
+            Ok(driver)
         }
         Err(winner) => {
             // Another thread published first; ours never ran anything.
@@ -282,7 +282,7 @@ impl generic::Runtime for Tokio {
         F: Future<Output = ()> + Send + 'static,
     {
         let task = match get() {
-            Ok(shared) => shared.spawn(fut),
+            Ok(driver) => driver.spawn(fut),
             Err(_) => tokio::runtime::Handle::current().spawn(fut),
         };
         Box::pin(async move { task.await.map_err(TaskError) })

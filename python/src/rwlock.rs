@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use rlock_core::Kind;
 
-use crate::connection::Shared;
+use crate::connection::ClientState;
 use crate::lock::{Lock, LockSpec};
 
 #[pyclass(frozen, module = "rlock._native", name = "RwLock")]
@@ -18,7 +18,7 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    pub fn new(py: Python<'_>, client: Arc<Shared>, spec: Arc<LockSpec>) -> PyResult<Self> {
+    pub fn new(py: Python<'_>, client: Arc<ClientState>, spec: Arc<LockSpec>) -> PyResult<Self> {
         Ok(RwLock {
             read: Py::new(py, Lock::new(client.clone(), spec.clone(), Kind::Read))?,
             write: Py::new(py, Lock::new(client, spec, Kind::Write))?,

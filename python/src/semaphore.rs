@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use rlock_core::Kind;
 
-use crate::connection::Shared;
+use crate::connection::ClientState;
 use crate::error::to_py;
 use crate::lock::{Lock, LockSpec};
 use crate::numbers::Count;
@@ -16,7 +16,7 @@ use crate::runtime;
 
 #[pyclass(frozen, module = "rlock._native", name = "Semaphore")]
 pub struct Semaphore {
-    client: Arc<Shared>,
+    client: Arc<ClientState>,
     spec: Arc<LockSpec>,
     size: u32,
 }
@@ -25,7 +25,7 @@ impl Semaphore {
     /// Checks `permits` (before any I/O).
     pub fn new(
         py: Python<'_>,
-        client: Arc<Shared>,
+        client: Arc<ClientState>,
         spec: Arc<LockSpec>,
         permits: Count,
     ) -> PyResult<Self> {

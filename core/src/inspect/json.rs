@@ -43,13 +43,13 @@ impl Inspection {
     }
 }
 
-/// Each holding of `shared` as its party, with what `kind` says of it.
-fn held_by(shared: &SharedInspection, kind: impl Fn(&Holder) -> Value) -> Value {
-    shared
+/// Each holding of `inspected` as its party, with what `kind` says of it.
+fn held_by(inspected: &SharedInspection, kind: impl Fn(&Holder) -> Value) -> Value {
+    inspected
         .state
         .holders
         .iter()
-        .zip(&shared.holders)
+        .zip(&inspected.holders)
         .map(|(h, p)| {
             let mut v = p.to_json();
             if let (Value::Object(out), Value::Object(extra)) = (&mut v, kind(h)) {

@@ -32,12 +32,12 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
     let deadline = wait.deadline(start);
     // Another wait of this owner (a clone, a handle used twice at once)
     // goes first; this one then re-enters at once if that one got it.
-    // A single attempt never stands in line, so it needs no turn.
+    // A single attempt never stands in line, so it needs no wait mutex.
     let _waiting = match deadline {
         _ if wait.is_once() => None,
-        None => Some(lock.turn.wait.lock().await),
+        None => Some(lock.mutexes.wait.lock().await),
         Some(d) => Some(
-            tokio::time::timeout_at(d, lock.turn.wait.lock())
+            tokio::time::timeout_at(d, lock.mutexes.wait.lock())
                 .await
                 .map_err(|_| lock.timeout(None))?,
         ),
@@ -45,7 +45,7 @@ pub(super) async fn run(lock: &Lock, wait: Wait) -> Result<Acquired> {
     // What an abandoned wait of this owner left to finish (leaving the
     // line, passing on a grant) must not act on this acquisition; a wait
     // also takes back its place left in line (see `waits_again`), under its
-    // turn, so nothing a wait before it left acts on its own place.
+    // wait mutex, so nothing a wait before it left acts on its own place.
     if wait.is_once() {
         context
             .waiters
@@ -141,7 +141,7 @@ struct Busy {
     retry_in_ms: i64,
     cause: Option<String>,
     backoff: bool,
-    queued: bool,
+    waiters_in_line: bool,
 }
 
 /// What ended a sleep.
@@ -216,7 +216,7 @@ impl<'a> Waiter<'a> {
                 retry_in_ms,
                 cause,
                 backoff,
-                queued,
+                waiters_in_line,
                 issued,
                 ..
             } => {
@@ -227,7 +227,7 @@ impl<'a> Waiter<'a> {
                     retry_in_ms,
                     cause,
                     backoff,
-                    queued,
+                    waiters_in_line,
                 };
                 Ok(None)
             }
@@ -262,7 +262,7 @@ impl<'a> Waiter<'a> {
         // heard); the others listen for release messages. One that goes
         // straight into line never needs those (and under contention that
         // saves a subscribe and an unsubscribe per acquisition).
-        self.release = match self.fair || self.in_line_now || self.busy.queued {
+        self.release = match self.fair || self.in_line_now || self.busy.waiters_in_line {
             true => None,
             false => Some(
                 lock.context()
@@ -271,7 +271,7 @@ impl<'a> Waiter<'a> {
             ),
         };
         if let (None, Some(channel)) = (&self.line, &self.waiter_channel) {
-            if self.fair || self.busy.queued {
+            if self.fair || self.busy.waiters_in_line {
                 self.line = Some(lock.join_line(channel, self.deadline).await);
             }
         }
@@ -287,7 +287,7 @@ impl<'a> Waiter<'a> {
     fn joins(&self) -> bool {
         self.line.is_none()
             && !self.busy.backoff
-            && (self.busy.queued || self.starving_at.is_some_and(|t| Instant::now() >= t))
+            && (self.busy.waiters_in_line || self.starving_at.is_some_and(|t| Instant::now() >= t))
     }
 
     /// Whether the next attempt is to take a place in line (it is made at

@@ -19,18 +19,20 @@ impl Lock {
     /// Cancel-safe: if the caller stops waiting while the request is in
     /// flight, the request still completes and an acquisition it made is
     /// released rather than leaked.
-    pub(super) fn attempt(&self, enqueue: bool) -> FinishOnDrop {
+    pub(super) fn attempt(&self, enter_line: bool) -> FinishOnDrop {
         let lock = self.clone();
         FinishOnDrop {
-            fut: Some(Box::pin(async move { lock.attempt_inner(enqueue).await })),
+            fut: Some(Box::pin(
+                async move { lock.attempt_inner(enter_line).await },
+            )),
             lock: self.clone(),
-            enqueue,
+            enter_line,
         }
     }
 
-    async fn attempt_inner(&self, enqueue: bool) -> Result<Attempt> {
+    async fn attempt_inner(&self, enter_line: bool) -> Result<Attempt> {
         let context = self.context();
-        let _request = self.turn.request.lock().await;
+        let _request = self.mutexes.request.lock().await;
         let lease = self.options.first_lease();
         // What this owner holds, read once: the request carries it, so a
         // resend after a lost reply is recognised, and the reply is checked
@@ -57,7 +59,7 @@ impl Lock {
             lease,
             believed: held.map_or(0, |v| v.count),
             // A re-entry never waits in line: a busy answer is a loss.
-            enqueue: enqueue && held.is_none(),
+            enter_line: enter_line && held.is_none(),
             replicas: self.options.sync_replicas,
             kind: self.kind,
             fair: self.options.fair,
@@ -103,7 +105,7 @@ impl Lock {
                         retry_in_ms: rand::random_range(5..=50),
                         cause: Some(format!("granted, but the reply came after its lease {why}")),
                         backoff: true,
-                        queued: false,
+                        waiters_in_line: false,
                         undone: Some(fence),
                         issued: fence,
                     };
@@ -114,7 +116,7 @@ impl Lock {
         // its own left in line), whose message may still come: this client
         // must know it is no new grant. Only a client that listens on some
         // channel can hear one.
-        if enqueue || context.waiters.listens_at_all() {
+        if enter_line || context.waiters.listens_at_all() {
             if let Attempt::Held { fence, count: 1 }
             | Attempt::Busy {
                 undone: Some(fence),
@@ -187,7 +189,7 @@ pub(super) struct FinishOnDrop {
     fut: Option<AttemptFuture>,
     lock: Lock,
     /// The attempt may put this owner in line.
-    enqueue: bool,
+    enter_line: bool,
 }
 
 impl Future for FinishOnDrop {
@@ -204,7 +206,7 @@ impl Future for FinishOnDrop {
 impl Drop for FinishOnDrop {
     fn drop(&mut self) {
         if let Some(fut) = self.fut.take() {
-            let enqueue = self.enqueue;
+            let enter_line = self.enter_line;
             self.lock.clone().clean_up(move |lock| async move {
                 match fut.await {
                     Ok(Attempt::Held { .. }) => {
@@ -213,7 +215,7 @@ impl Drop for FinishOnDrop {
                     }
                     // Sent again after a lost reply, it may have put this
                     // owner back in line after its wait left it.
-                    Ok(Attempt::Busy { .. }) if enqueue => lock.leave_line().await,
+                    Ok(Attempt::Busy { .. }) if enter_line => lock.leave_line().await,
                     _ => {}
                 }
             });

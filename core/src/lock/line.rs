@@ -92,7 +92,7 @@ impl Drop for Grant {
 
 impl Lock {
     /// Listens on this client's waiter channel for a handoff to this owner;
-    /// the next attempt made with `enqueue` takes a place in line.
+    /// the next attempt made with `enter_line` takes a place in line.
     pub(super) async fn join_line(&self, channel: &str, deadline: Option<Instant>) -> Line {
         let context = self.context();
         let ticket = context.join(channel, Some(&self.owner), deadline).await;
@@ -120,7 +120,7 @@ impl Lock {
             let (name, keys, options) = lock.clone();
             let owner: Arc<str> = Arc::from(owner);
             let orphan = Lock {
-                turn: context.turns.of(&keys.lock, &owner),
+                mutexes: context.owner_mutexes.of(&keys.lock, &owner),
                 client: Client { context },
                 name,
                 keys,
@@ -160,7 +160,7 @@ impl Lock {
             .lease_ms
             .is_none_or(|ms| u128::from(ms) >= lease.as_millis());
         let replicas = self.options.sync_replicas;
-        let _turn = self.turn.request.lock().await;
+        let _request = self.mutexes.request.lock().await;
         if self.view().is_some_and(|v| v.fence == fence) {
             // A single attempt of this owner took this grant meanwhile: this
             // wait re-enters it with its next attempt instead (which finds
@@ -286,7 +286,7 @@ impl Lock {
     async fn pass_on(&self, fence: u64) -> Result<()> {
         let context = self.context();
         let lease = self.options.first_lease().as_millis() as u64;
-        let _turn = self.turn.request.lock().await;
+        let _request = self.mutexes.request.lock().await;
         if self.view().is_some_and(|v| v.fence == fence) {
             return Ok(());
         }

@@ -11,7 +11,7 @@ use crate::redis::endpoint::ReleaseOf;
 /// See [`Lock::release`].
 pub(super) async fn run(lock: &Lock) -> Result<u32> {
     let context = lock.context();
-    let _request = lock.turn.request.lock().await;
+    let _request = lock.mutexes.request.lock().await;
     // What remains after a nested release keeps the lease this holding
     // runs on, so Redis and the holder agree on when it ends.
     let lease = context

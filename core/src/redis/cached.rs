@@ -7,7 +7,7 @@
 use redis::{FromRedisValue, RedisResult, Value};
 
 use super::deployment::Deployment;
-use super::endpoint::{is_transient, Node};
+use super::endpoint::{is_transient, Member};
 use super::scripts::{cached, Call};
 use crate::error::{Error, Result};
 use crate::keys::CacheKeys;
@@ -61,8 +61,8 @@ pub(crate) struct EntryWrite<'a> {
 }
 
 impl Deployment {
-    fn cache_node(&self) -> Result<&Node> {
-        match self.nodes() {
+    fn cache_member(&self) -> Result<&Member> {
+        match self.members() {
             [node] => Ok(node),
             _ => Err(redlock_refused()),
         }
@@ -71,7 +71,7 @@ impl Deployment {
     /// Runs `call` on the cache's endpoint, once more if the connection
     /// dropped under the first send.
     async fn cache_call<T: FromRedisValue>(&self, call: &Call<'_>) -> Result<T> {
-        let node = self.cache_node()?;
+        let node = self.cache_member()?;
         let r: RedisResult<T> = match node.call(call).await {
             Err(e) if is_transient(&e) => node.call(call).await,
             other => other,
@@ -94,7 +94,7 @@ impl Deployment {
         keys: &CacheKeys,
         w: &EntryWrite<'_>,
     ) -> Result<WriteReply> {
-        let publish = self.cache_node()?.publish_command();
+        let publish = self.cache_member()?.publish_command();
         let call = cached::WRITE
             .call(&[&keys.entry, &keys.rebuild.lock, &keys.failed, &keys.news])
             .arg(w.owner)
@@ -129,7 +129,7 @@ impl Deployment {
         failure: &str,
         keep_ms: u64,
     ) -> Result<bool> {
-        let publish = self.cache_node()?.publish_command();
+        let publish = self.cache_member()?.publish_command();
         let call = cached::FAIL
             .call(&[&keys.failed, &keys.news, &keys.rebuild.lock])
             .arg(owner)

@@ -9,7 +9,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::endpoint::{AcquireRequest, Node, ReleaseOf};
+use super::endpoint::{AcquireRequest, Member, ReleaseOf};
 use super::scripts::{owner_checked, AcquireReply, LockState, SharedState};
 use crate::error::{Error, NotOwnedReason, Opt, Result};
 use crate::keys::Keys;
@@ -33,7 +33,7 @@ pub(crate) enum Attempt {
         backoff: bool,
         /// Waiters stand in line (one Redis deployment only): releases hand
         /// the lock to them with no release message.
-        queued: bool,
+        waiters_in_line: bool,
         /// The token of a grant this attempt got and gave back (too few
         /// replicas had it): a handoff message naming it grants nothing.
         undone: Option<u64>,
@@ -45,31 +45,31 @@ pub(crate) enum Attempt {
 }
 
 pub(crate) struct Deployment {
-    nodes: Vec<Node>,
+    members: Vec<Member>,
     secrets: Vec<String>,
     /// Per-node bound on one request in Redlock mode.
     node_timeout: Duration,
 }
 
 impl Deployment {
-    pub(crate) fn new(nodes: Vec<Node>, secrets: Vec<String>, node_timeout: Duration) -> Self {
+    pub(crate) fn new(members: Vec<Member>, secrets: Vec<String>, node_timeout: Duration) -> Self {
         Deployment {
-            nodes,
+            members,
             secrets,
             node_timeout,
         }
     }
 
-    pub(crate) fn nodes(&self) -> &[Node] {
-        &self.nodes
+    pub(crate) fn members(&self) -> &[Member] {
+        &self.members
     }
 
     pub(crate) fn is_redlock(&self) -> bool {
-        self.nodes.len() > 1
+        self.members.len() > 1
     }
 
     fn quorum(&self) -> usize {
-        self.nodes.len() / 2 + 1
+        self.members.len() / 2 + 1
     }
 
     /// How much earlier than Redis a holder must consider its lease over:
@@ -98,7 +98,7 @@ impl Deployment {
 
     /// Maps a Redis error at `node` to the connection category, naming the
     /// server, without secrets.
-    pub(crate) fn error(&self, node: &Node, e: &redis::RedisError) -> Error {
+    pub(crate) fn error(&self, node: &Member, e: &redis::RedisError) -> Error {
         Error::Connection(format!("{}: {}", node.server(), self.scrub(e.to_string())))
     }
 
@@ -109,8 +109,8 @@ impl Deployment {
         text
     }
 
-    fn only(&self) -> Option<&Node> {
-        match self.nodes.as_slice() {
+    fn only(&self) -> Option<&Member> {
+        match self.members.as_slice() {
             [node] => Some(node),
             _ => None,
         }
@@ -126,11 +126,11 @@ impl Deployment {
         mut enough: impl FnMut(&[(usize, std::result::Result<T, String>)]) -> bool,
     ) -> Vec<(usize, std::result::Result<T, String>)>
     where
-        F: Fn(&'a Node) -> Fut,
+        F: Fn(&'a Member) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>> + 'a,
     {
         let mut pending: FuturesUnordered<_> = self
-            .nodes
+            .members
             .iter()
             .enumerate()
             .map(|(i, node)| {
@@ -151,7 +151,7 @@ impl Deployment {
                 }
             })
             .collect();
-        let mut done = Vec::with_capacity(self.nodes.len());
+        let mut done = Vec::with_capacity(self.members.len());
         while let Some(outcome) = pending.next().await {
             done.push(outcome);
             if enough(&done) {
@@ -185,7 +185,7 @@ impl Deployment {
                                     "only {acked} of {k} replicas acknowledged the acquisition"
                                 )),
                                 backoff: true,
-                                queued: false,
+                                waiters_in_line: false,
                                 undone: Some(fence),
                                 issued: fence,
                             })
@@ -195,14 +195,14 @@ impl Deployment {
                 }
                 AcquireReply::Busy {
                     pttl_ms,
-                    queued,
+                    queued: waiters_in_line,
                     bad,
                     issued,
                 } => Ok(Attempt::Busy {
                     retry_in_ms: pttl_ms,
                     cause: self.wrong_type(req.keys, bad),
                     backoff: false,
-                    queued,
+                    waiters_in_line,
                     undone: None,
                     issued,
                 }),
@@ -246,7 +246,7 @@ impl Deployment {
     async fn acquire_quorum(&self, req: &AcquireRequest<'_>, lease_ms: u64) -> Result<Attempt> {
         let start = Instant::now();
         let quorum = self.quorum();
-        let n = self.nodes.len();
+        let n = self.members.len();
         let re_entry = req.believed > 0;
         let outcomes = self
             .each(
@@ -351,14 +351,14 @@ impl Deployment {
             retry_in_ms,
             cause,
             backoff,
-            queued: false,
+            waiters_in_line: false,
             undone: None,
             issued: 0,
         })
     }
 
-    fn index_of(&self, node: &Node) -> usize {
-        self.nodes
+    fn index_of(&self, node: &Member) -> usize {
+        self.members
             .iter()
             .position(|n| std::ptr::eq(n, node))
             .unwrap_or(0)
@@ -450,7 +450,7 @@ impl Deployment {
                 Err(e) => errors.push(e),
             }
         }
-        if refusals > self.nodes.len() - self.quorum() {
+        if refusals > self.members.len() - self.quorum() {
             return Ok(Err(if other {
                 NotOwnedReason::HeldByAnother
             } else {
@@ -472,7 +472,7 @@ impl Deployment {
         Err(Error::Connection(format!(
             "{} of {} nodes confirmed: {}",
             ok.len(),
-            self.nodes.len(),
+            self.members.len(),
             errors.join("; ")
         )))
     }
@@ -499,9 +499,9 @@ impl Deployment {
 
     /// The state of a read-write lock or semaphore (one deployment: they
     /// refuse Redlock).
-    pub(crate) async fn inspect_shared(&self, keys: &Keys) -> Result<SharedState> {
-        let node = &self.nodes[0];
-        node.inspect_shared(keys)
+    pub(crate) async fn inspect_many_holder(&self, keys: &Keys) -> Result<SharedState> {
+        let node = &self.members[0];
+        node.inspect_many_holder(keys)
             .await
             .map_err(|e| self.error(node, &e))
     }
@@ -525,8 +525,8 @@ impl Deployment {
             .collect();
         let batch = batch.as_slice();
         let quorum = self.quorum();
-        let n = self.nodes.len();
-        let per_node = futures_util::future::join_all(self.nodes.iter().map(|node| async move {
+        let n = self.members.len();
+        let per_node = futures_util::future::join_all(self.members.iter().map(|node| async move {
             let deadline = deadline.min(Instant::now() + self.node_timeout);
             node.extend_many(batch, deadline).await
         }))

@@ -8,7 +8,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{RedisResult, Value};
 
 use super::deployment::Deployment;
-use super::endpoint::{Conn, Node};
+use super::endpoint::{Conn, Member};
 use super::scripts::REGISTER;
 use crate::error::{Error, Result};
 
@@ -29,7 +29,7 @@ pub(crate) struct ScanTarget {
     address: Option<(String, u16)>,
 }
 
-impl Node {
+impl Member {
     async fn registration(&self, key: &str, id: &str) -> RedisResult<Found> {
         let mut conn = self.conn().await?;
         let reply: RedisResult<HashMap<String, String>> =
@@ -136,7 +136,7 @@ impl Deployment {
         }
         let call = &call;
         let replies = futures_util::future::join_all(
-            self.nodes()
+            self.members()
                 .iter()
                 .map(|n| async move { n.call::<i64>(call).await.map(|w| w == 1) }),
         )
@@ -144,7 +144,7 @@ impl Deployment {
         let mut errors = Vec::new();
         let mut ours = true;
         let mut answered = false;
-        for (node, reply) in self.nodes().iter().zip(replies) {
+        for (node, reply) in self.members().iter().zip(replies) {
             match reply {
                 Ok(written) => {
                     answered = true;
@@ -162,7 +162,7 @@ impl Deployment {
     /// A client's registration: from the first node that has it.
     pub(crate) async fn registration(&self, key: &str, id: &str) -> Result<Found> {
         let mut last = Err(Error::Connection("no node".to_owned()));
-        for node in self.nodes() {
+        for node in self.members() {
             match node.registration(key, id).await {
                 Ok(Found::Absent) => last = Ok(Found::Absent),
                 Ok(found) => return Ok(found),
@@ -179,7 +179,7 @@ impl Deployment {
     /// Every place a listing scans.
     pub(crate) async fn scan_targets(&self) -> Result<Vec<ScanTarget>> {
         let mut all = Vec::new();
-        for (i, node) in self.nodes().iter().enumerate() {
+        for (i, node) in self.members().iter().enumerate() {
             all.extend(
                 node.scan_targets(i)
                     .await
@@ -196,7 +196,7 @@ impl Deployment {
         pattern: &str,
         count: usize,
     ) -> Result<(u64, Vec<String>)> {
-        let node = &self.nodes()[target.node];
+        let node = &self.members()[target.node];
         node.scan(target, cursor, pattern, count)
             .await
             .map_err(|e| self.error(node, &e))

@@ -34,7 +34,7 @@ pub(crate) struct AcquireRequest<'a> {
     /// still stand in Redis and then is not counted as a re-entry.
     pub believed: u32,
     /// Join the waiting line when busy.
-    pub enqueue: bool,
+    pub enter_line: bool,
     /// Replicas that must acknowledge (`WAIT`), if asked.
     pub replicas: Option<u32>,
     /// What is asked (a side of a read-write lock, permits).
@@ -115,7 +115,7 @@ impl ConnectionLike for Conn {
             Conn::Manager(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         };
-        Box::pin(crate::embed::spin::awaited(reply))
+        Box::pin(crate::face_support::spin::awaited(reply))
     }
 
     fn req_packed_commands<'a>(
@@ -128,7 +128,7 @@ impl ConnectionLike for Conn {
             Conn::Manager(c) => c.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         };
-        Box::pin(crate::embed::spin::awaited(replies))
+        Box::pin(crate::face_support::spin::awaited(replies))
     }
 
     fn get_db(&self) -> i64 {
@@ -270,8 +270,10 @@ pub(crate) enum Endpoint {
     },
 }
 
-/// One endpoint: its connection, and how its release messages are heard.
-pub(crate) struct Node {
+/// One member of a deployment, connected: a server, a Sentinel-watched
+/// master or a whole Cluster (a Redlock deployment has one per master). Its
+/// connection, and how its release messages are heard.
+pub(crate) struct Member {
     route: Route,
     /// The endpoint as text, without credentials (for errors and logs):
     /// `host:port`, or the Sentinels or Cluster seeds it was given.
@@ -390,17 +392,17 @@ fn wait_timeout(lease_ms: u64) -> u64 {
     (lease_ms / 4).clamp(1, 1000)
 }
 
-impl Node {
+impl Member {
     /// Connects; a `lazy` server endpoint connects on its first request
     /// instead (Redlock: one master being down must not stop the client).
-    /// A failure comes with the server it happened at (see [`Node::server`]).
+    /// A failure comes with the server it happened at (see [`Member::server`]).
     pub(crate) async fn connect(
         endpoint: Endpoint,
         label: String,
         config: ConnectionManagerConfig,
         lazy: bool,
         telemetry: Arc<Telemetry>,
-    ) -> Result<Node, (redis::RedisError, String)> {
+    ) -> Result<Member, (redis::RedisError, String)> {
         let route = match endpoint {
             Endpoint::Server(client) => {
                 let conn = if lazy {
@@ -438,7 +440,7 @@ impl Node {
                 feed: Arc::new(*feed),
             })),
         };
-        Ok(Node {
+        Ok(Member {
             route,
             label,
             telemetry,
@@ -574,7 +576,7 @@ impl Node {
     ) -> RedisResult<(AcquireReply, Option<u32>)> {
         let keys = req.keys;
         let lease_ms = req.lease.as_millis() as u64;
-        let shared = keys.family.is_shared();
+        let many_holder = keys.family.is_shared();
         let mutex_keys = [
             keys.lock.as_str(),
             &keys.fence,
@@ -582,18 +584,18 @@ impl Node {
             &keys.leases,
             &keys.legacy_fence,
         ];
-        let mut call = match shared {
-            true => shared::ACQUIRE.call(&shared_keys(keys)),
+        let mut call = match many_holder {
+            true => shared::ACQUIRE.call(&many_holder_keys(keys)),
             false => ACQUIRE.call(&mutex_keys),
         }
         .arg(req.owner)
         .arg(lease_ms)
         .arg(i64::from(req.believed))
-        .arg(if req.enqueue { "1" } else { "0" })
+        .arg(if req.enter_line { "1" } else { "0" })
         .arg(&keys.waiter_prefix)
         .arg(self.numsub_command())
         .arg(self.publish_command());
-        if shared {
+        if many_holder {
             let (take, size) = req.kind.asked();
             call = call
                 .arg(take)
@@ -634,7 +636,7 @@ impl Node {
         of: ReleaseOf,
     ) -> RedisResult<i64> {
         let call = match keys.family.is_shared() {
-            true => shared::RELEASE.call(&shared_keys(keys)),
+            true => shared::RELEASE.call(&many_holder_keys(keys)),
             false => RELEASE.call(&[
                 &keys.lock,
                 &keys.channel,
@@ -678,7 +680,7 @@ impl Node {
     pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> RedisResult<Option<u64>> {
         let call = match keys.family.is_shared() {
             true => shared::DEQUEUE
-                .call(&shared_keys(keys))
+                .call(&many_holder_keys(keys))
                 .arg(owner)
                 .arg(self.publish_command())
                 .arg(&keys.waiter_prefix)
@@ -733,8 +735,8 @@ impl Node {
     }
 
     /// `shared/inspect.lua`.
-    pub(crate) async fn inspect_shared(&self, keys: &Keys) -> RedisResult<SharedState> {
-        let call = shared::INSPECT.call(&shared_keys(keys));
+    pub(crate) async fn inspect_many_holder(&self, keys: &Keys) -> RedisResult<SharedState> {
+        let call = shared::INSPECT.call(&many_holder_keys(keys));
         let reply: Vec<Value> = match self.call(&call).await {
             Err(e) if is_transient(&e) => self.call(&call).await?,
             other => other?,
@@ -859,7 +861,7 @@ impl Node {
 }
 
 /// The keys of a read-write lock's or semaphore's scripts, in their order.
-fn shared_keys(keys: &Keys) -> [&str; 5] {
+fn many_holder_keys(keys: &Keys) -> [&str; 5] {
     [
         &keys.lock,
         &keys.until,

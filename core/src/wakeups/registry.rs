@@ -428,7 +428,7 @@ impl Waiters {
         }
     }
 
-    /// `owner` waits on lock `key` again (under its turn: no other wait of
+    /// `owner` waits on lock `key` again (under its wait mutex: no other wait of
     /// it leaves the line meanwhile). Its entry left in line, if any, is its
     /// place again: no request sent from now on takes it out, and this
     /// returns once what was sent already is done (an attempt that carried

@@ -74,7 +74,7 @@ impl Driver {
         self.let_go.notify_one();
         let _call = Call(self);
         self.runtime
-            .block_on(crate::embed::spin::awake_for_replies(fut))
+            .block_on(crate::face_support::spin::awake_for_replies(fut))
     }
 
     /// Drives `op` on this thread (as [`block_on`](Self::block_on)) while it
@@ -86,7 +86,7 @@ impl Driver {
     /// hands `op` to the runtime ([`spawn_for_caller`](Self::spawn_for_caller)).
     pub fn block_on_replies<F: Future>(
         &self,
-        op: &mut crate::embed::spin::Operation<F>,
+        op: &mut crate::face_support::spin::Operation<F>,
         limit: Duration,
         give_way: impl Fn() -> bool,
     ) -> Option<F::Output> {
@@ -203,7 +203,7 @@ impl Drop for Call<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::spin::{awaited, Operation};
+    use crate::face_support::spin::{awaited, Operation};
     use std::time::Instant;
     use tokio::sync::oneshot;
 
