@@ -134,12 +134,12 @@ impl Client {
             .join(",");
         let failures = Failures(&secrets);
         let telemetry = Arc::new(Telemetry::default());
-        let nodes = if options.cluster {
+        let members = if options.cluster {
             vec![connect_cluster(&targets, &options, &failures, &telemetry).await?]
         } else {
             connect_masters(&targets, &options, &failures, &telemetry).await?
         };
-        let deployment = Arc::new(Deployment::new(nodes, secrets, options.node_timeout));
+        let deployment = Arc::new(Deployment::new(members, secrets, options.node_timeout));
         let context = Context::new(
             options.prefix,
             display,
@@ -412,7 +412,7 @@ impl Failures<'_> {
     }
 }
 
-/// One node standing for a whole Redis Cluster, reached through its seeds.
+/// One member standing for a whole Redis Cluster, reached through its seeds.
 async fn connect_cluster(
     targets: &[Target],
     options: &ClientOptions,
@@ -474,10 +474,10 @@ async fn connect_masters(
     } else {
         config
     };
-    let mut nodes = Vec::with_capacity(targets.len());
+    let mut members = Vec::with_capacity(targets.len());
     for t in targets {
         let endpoint = t.endpoint(options.tls_ca_pem.as_deref())?;
-        nodes.push(
+        members.push(
             Member::connect(
                 endpoint,
                 t.address.clone(),
@@ -491,7 +491,7 @@ async fn connect_masters(
     }
     if redlock {
         // A minority of masters may be down; a majority must answer.
-        let answers = futures_util::future::join_all(nodes.iter().map(|n| async move {
+        let answers = futures_util::future::join_all(members.iter().map(|n| async move {
             tokio::time::timeout(options.connect_timeout, n.ping())
                 .await
                 .map_err(|_| format!("{}: no answer", n.server()))
@@ -499,13 +499,13 @@ async fn connect_masters(
         }))
         .await;
         let down: Vec<String> = answers.into_iter().filter_map(Result::err).collect();
-        if nodes.len() - down.len() < nodes.len() / 2 + 1 {
+        if members.len() - down.len() < members.len() / 2 + 1 {
             return Err(Error::Connection(format!(
                 "fewer than a majority of the {} masters answer: {}",
-                nodes.len(),
+                members.len(),
                 down.join("; ")
             )));
         }
     }
-    Ok(nodes)
+    Ok(members)
 }

@@ -146,11 +146,11 @@ impl Context {
                 .await;
         };
         self.feeds_started.call_once(|| {
-            for node in deployment.members() {
+            for member in deployment.members() {
                 let requests = self.waiters.add_feed();
                 self.runtime.spawn(crate::wakeups::feed::run(
-                    node.feed(),
-                    node.server(),
+                    member.feed(),
+                    member.server(),
                     self.telemetry.clone(),
                     Arc::downgrade(&self.waiters),
                     requests,

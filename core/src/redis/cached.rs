@@ -63,7 +63,7 @@ pub(crate) struct EntryWrite<'a> {
 impl Deployment {
     fn cache_member(&self) -> Result<&Member> {
         match self.members() {
-            [node] => Ok(node),
+            [member] => Ok(member),
             _ => Err(redlock_refused()),
         }
     }
@@ -71,12 +71,12 @@ impl Deployment {
     /// Runs `call` on the cache's endpoint, once more if the connection
     /// dropped under the first send.
     async fn cache_call<T: FromRedisValue>(&self, call: &Call<'_>) -> Result<T> {
-        let node = self.cache_member()?;
-        let r: RedisResult<T> = match node.call(call).await {
-            Err(e) if is_transient(&e) => node.call(call).await,
+        let member = self.cache_member()?;
+        let r: RedisResult<T> = match member.call(call).await {
+            Err(e) if is_transient(&e) => member.call(call).await,
             other => other,
         };
-        r.map_err(|e| self.error(node, &e))
+        r.map_err(|e| self.error(member, &e))
     }
 
     pub(crate) async fn cache_read(&self, keys: &CacheKeys) -> Result<EntryRead> {

@@ -22,12 +22,12 @@ pub(crate) enum Attempt {
     },
     /// Not held: sleep at most `retry_in` before the next attempt (a release
     /// message may come first, unless this is a `backoff`). `cause` says why
-    /// when nodes failed.
+    /// when members failed.
     Busy {
         retry_in_ms: i64,
         cause: Option<String>,
         /// Nobody else holds it: this attempt fell short (a split vote, too
-        /// few nodes or replicas) and gave back what it got. The retry waits
+        /// few members or replicas) and gave back what it got. The retry waits
         /// out its random delay whatever release messages come, those of
         /// its own give-back included, so that rivals fall out of step.
         backoff: bool,
@@ -47,7 +47,7 @@ pub(crate) enum Attempt {
 pub(crate) struct Deployment {
     members: Vec<Member>,
     secrets: Vec<String>,
-    /// Per-node bound on one request in Redlock mode.
+    /// Per-member bound on one request in Redlock mode (`node_timeout`).
     node_timeout: Duration,
 }
 
@@ -96,10 +96,14 @@ impl Deployment {
         ))
     }
 
-    /// Maps a Redis error at `node` to the connection category, naming the
+    /// Maps a Redis error at `member` to the connection category, naming the
     /// server, without secrets.
-    pub(crate) fn error(&self, node: &Member, e: &redis::RedisError) -> Error {
-        Error::Connection(format!("{}: {}", node.server(), self.scrub(e.to_string())))
+    pub(crate) fn error(&self, member: &Member, e: &redis::RedisError) -> Error {
+        Error::Connection(format!(
+            "{}: {}",
+            member.server(),
+            self.scrub(e.to_string())
+        ))
     }
 
     pub(crate) fn scrub(&self, mut text: String) -> String {
@@ -111,14 +115,14 @@ impl Deployment {
 
     fn only(&self) -> Option<&Member> {
         match self.members.as_slice() {
-            [node] => Some(node),
+            [member] => Some(member),
             _ => None,
         }
     }
 
-    /// Runs `op` on every node in parallel, each bounded by the node timeout,
+    /// Runs `op` on every member in parallel, each bounded by the node timeout,
     /// and hands the outcomes to `enough` as they arrive; stops waiting as
-    /// soon as `enough` says the answer is decided (a slow node never stalls
+    /// soon as `enough` says the answer is decided (a slow member never stalls
     /// a decided quorum).
     async fn each<'a, T, F, Fut>(
         &'a self,
@@ -133,17 +137,19 @@ impl Deployment {
             .members
             .iter()
             .enumerate()
-            .map(|(i, node)| {
-                let fut = op(node);
+            .map(|(i, member)| {
+                let fut = op(member);
                 async move {
                     let r = match tokio::time::timeout(self.node_timeout, fut).await {
                         Ok(Ok(v)) => Ok(v),
-                        Ok(Err(e)) => {
-                            Err(format!("{}: {}", node.server(), self.scrub(e.to_string())))
-                        }
+                        Ok(Err(e)) => Err(format!(
+                            "{}: {}",
+                            member.server(),
+                            self.scrub(e.to_string())
+                        )),
                         Err(_) => Err(format!(
                             "{}: no reply within {:?}",
-                            node.server(),
+                            member.server(),
                             self.node_timeout
                         )),
                     };
@@ -163,22 +169,26 @@ impl Deployment {
 
     pub(crate) async fn acquire(&self, req: &AcquireRequest<'_>) -> Result<Attempt> {
         let lease_ms = req.lease.as_millis() as u64;
-        if let Some(node) = self.only() {
-            let (reply, acked) = node.acquire(req).await.map_err(|e| self.error(node, &e))?;
+        if let Some(member) = self.only() {
+            let (reply, acked) = member
+                .acquire(req)
+                .await
+                .map_err(|e| self.error(member, &e))?;
             return match reply {
                 AcquireReply::Held { fence, count } => {
                     match (req.replicas, acked) {
                         (Some(k), Some(acked)) if acked < k => {
                             // Too few replicas have it: undo this acquisition
                             // (a re-entry only loses its increment), then retry.
-                            node.release(
-                                req.keys,
-                                req.owner,
-                                lease_ms,
-                                ReleaseOf::undo(fence, count),
-                            )
-                            .await
-                            .map_err(|e| self.error(node, &e))?;
+                            member
+                                .release(
+                                    req.keys,
+                                    req.owner,
+                                    lease_ms,
+                                    ReleaseOf::undo(fence, count),
+                                )
+                                .await
+                                .map_err(|e| self.error(member, &e))?;
                             Ok(Attempt::Busy {
                                 retry_in_ms: rand::rng().random_range(5..=50),
                                 cause: Some(format!(
@@ -230,10 +240,10 @@ impl Deployment {
     /// line.
     pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> Result<Option<u64>> {
         match self.only() {
-            Some(node) => node
+            Some(member) => member
                 .dequeue(keys, owner)
                 .await
-                .map_err(|e| self.error(node, &e)),
+                .map_err(|e| self.error(member, &e)),
             None => Ok(None),
         }
     }
@@ -250,9 +260,9 @@ impl Deployment {
         let re_entry = req.believed > 0;
         let outcomes = self
             .each(
-                |node| async move { node.acquire(req).await.map(|(r, _)| r) },
+                |member| async move { member.acquire(req).await.map(|(r, _)| r) },
                 // Done early only on success: a failed attempt must hear from
-                // every node before giving back what it got, and a re-entry
+                // every member before giving back what it got, and a re-entry
                 // from a majority that re-entered.
                 |done| {
                     done.iter()
@@ -322,9 +332,9 @@ impl Deployment {
             }
             let _ = self
                 .each(
-                    |node| {
-                        let i = self.index_of(node);
-                        node.release(req.keys, req.owner, lease_ms, given[i])
+                    |member| {
+                        let i = self.index_of(member);
+                        member.release(req.keys, req.owner, lease_ms, given[i])
                     },
                     |_| false,
                 )
@@ -357,10 +367,10 @@ impl Deployment {
         })
     }
 
-    fn index_of(&self, node: &Member) -> usize {
+    fn index_of(&self, member: &Member) -> usize {
         self.members
             .iter()
-            .position(|n| std::ptr::eq(n, node))
+            .position(|n| std::ptr::eq(n, member))
             .unwrap_or(0)
     }
 
@@ -372,11 +382,11 @@ impl Deployment {
         lease_ms: u64,
         of: ReleaseOf,
     ) -> Result<std::result::Result<u32, NotOwnedReason>> {
-        if let Some(node) = self.only() {
-            let v = node
+        if let Some(member) = self.only() {
+            let v = member
                 .release(keys, owner, lease_ms, of)
                 .await
-                .map_err(|e| self.error(node, &e))?;
+                .map_err(|e| self.error(member, &e))?;
             return Ok(owner_checked(v));
         }
         // Redlock: release everywhere. It was not ours when a majority says
@@ -385,7 +395,10 @@ impl Deployment {
         // its own tokens: the holding is named by owner alone.
         let of = ReleaseOf { fence: 0, ..of };
         let outcomes = self
-            .each(|node| node.release(keys, owner, lease_ms, of), |_| false)
+            .each(
+                |member| member.release(keys, owner, lease_ms, of),
+                |_| false,
+            )
             .await;
         self.combine_owner_checked(outcomes, 1)
     }
@@ -400,11 +413,11 @@ impl Deployment {
         replicas: Option<u32>,
         fence: u64,
     ) -> Result<std::result::Result<u32, NotOwnedReason>> {
-        if let Some(node) = self.only() {
-            let (v, acked) = node
+        if let Some(member) = self.only() {
+            let (v, acked) = member
                 .extend(keys, owner, lease_ms, replicas, fence)
                 .await
-                .map_err(|e| self.error(node, &e))?;
+                .map_err(|e| self.error(member, &e))?;
             if let (Some(k), Some(acked)) = (replicas, acked) {
                 if acked < k && v == 1 {
                     return Err(Error::Connection(format!(
@@ -416,8 +429,9 @@ impl Deployment {
         }
         let outcomes = self
             .each(
-                |node| async move {
-                    node.extend(keys, owner, lease_ms, None, 0)
+                |member| async move {
+                    member
+                        .extend(keys, owner, lease_ms, None, 0)
                         .await
                         .map(|(v, _)| v)
                 },
@@ -429,7 +443,7 @@ impl Deployment {
 
     /// Combines owner-checked replies (≥0 ok, -1 gone, -2 another owner):
     /// not-owned when a majority refuses, else ok with `needed`
-    /// confirmations, else a connection error (failed nodes leave it
+    /// confirmations, else a connection error (failed members leave it
     /// undecided).
     fn combine_owner_checked(
         &self,
@@ -479,10 +493,13 @@ impl Deployment {
 
     /// The lock's state; in Redlock mode, as a majority sees it.
     pub(crate) async fn inspect(&self, keys: &Keys) -> Result<LockState> {
-        if let Some(node) = self.only() {
-            return node.inspect(keys).await.map_err(|e| self.error(node, &e));
+        if let Some(member) = self.only() {
+            return member
+                .inspect(keys)
+                .await
+                .map_err(|e| self.error(member, &e));
         }
-        let outcomes = self.each(|node| node.inspect(keys), |_| false).await;
+        let outcomes = self.each(|member| member.inspect(keys), |_| false).await;
         let states: Vec<LockState> = outcomes
             .iter()
             .filter_map(|(_, r)| r.as_ref().ok().cloned())
@@ -500,10 +517,11 @@ impl Deployment {
     /// The state of a read-write lock or semaphore (one deployment: they
     /// refuse Redlock).
     pub(crate) async fn inspect_many_holder(&self, keys: &Keys) -> Result<SharedState> {
-        let node = &self.members[0];
-        node.inspect_many_holder(keys)
+        let member = &self.members[0];
+        member
+            .inspect_many_holder(keys)
             .await
-            .map_err(|e| self.error(node, &e))
+            .map_err(|e| self.error(member, &e))
     }
 
     /// Renews a batch of holdings (keys, owner, lease, token); per holding
@@ -514,8 +532,8 @@ impl Deployment {
         batch: &[(&Keys, &str, u64, u64)],
         deadline: Instant,
     ) -> Vec<Option<i64>> {
-        if let Some(node) = self.only() {
-            return node.extend_many(batch, deadline).await;
+        if let Some(member) = self.only() {
+            return member.extend_many(batch, deadline).await;
         }
         // Each master counts its own tokens: the holding is named by owner
         // alone.
@@ -526,14 +544,15 @@ impl Deployment {
         let batch = batch.as_slice();
         let quorum = self.quorum();
         let n = self.members.len();
-        let per_node = futures_util::future::join_all(self.members.iter().map(|node| async move {
-            let deadline = deadline.min(Instant::now() + self.node_timeout);
-            node.extend_many(batch, deadline).await
-        }))
-        .await;
+        let per_member =
+            futures_util::future::join_all(self.members.iter().map(|member| async move {
+                let deadline = deadline.min(Instant::now() + self.node_timeout);
+                member.extend_many(batch, deadline).await
+            }))
+            .await;
         (0..batch.len())
             .map(|i| {
-                let replies: Vec<i64> = per_node.iter().filter_map(|r| r[i]).collect();
+                let replies: Vec<i64> = per_member.iter().filter_map(|r| r[i]).collect();
                 let confirmed = replies.iter().filter(|v| **v >= 0).count();
                 let refused: Vec<i64> = replies.iter().copied().filter(|v| *v < 0).collect();
                 if confirmed >= quorum {
@@ -548,7 +567,7 @@ impl Deployment {
     }
 }
 
-/// What a majority of nodes agree on.
+/// What a majority of members agree on.
 fn majority_view(states: &[LockState], quorum: usize) -> LockState {
     let holders = |owner: &Option<String>| {
         states

@@ -24,8 +24,8 @@ pub(crate) enum Found {
 /// Where one SCAN goes: a server, or one master of a Cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ScanTarget {
-    node: usize,
-    /// A Cluster master's host and port; `None`: the node itself.
+    member: usize,
+    /// A Cluster master's host and port; `None`: the member itself.
     address: Option<(String, u16)>,
 }
 
@@ -49,11 +49,11 @@ impl Member {
     }
 
     /// The masters of a Cluster (from `CLUSTER NODES`), or this server.
-    async fn scan_targets(&self, node: usize) -> RedisResult<Vec<ScanTarget>> {
+    async fn scan_targets(&self, member: usize) -> RedisResult<Vec<ScanTarget>> {
         let mut conn = self.conn().await?;
         let Conn::Cluster(cluster) = &mut conn else {
             return Ok(vec![ScanTarget {
-                node,
+                member,
                 address: None,
             }]);
         };
@@ -76,7 +76,7 @@ impl Member {
                 let host_port = address.split('@').next()?;
                 let (host, port) = host_port.rsplit_once(':')?;
                 Some(ScanTarget {
-                    node,
+                    member,
                     address: Some((host.to_owned(), port.parse().ok()?)),
                 })
             })
@@ -120,9 +120,9 @@ impl Member {
 }
 
 impl Deployment {
-    /// Writes or renews a registration on every node (each on its own: a
-    /// node down is renewed on the next tick). `Ok(false)` when some node
-    /// holds someone else's data there; an error when no node answered.
+    /// Writes or renews a registration on every member (each on its own: a
+    /// member down is renewed on the next tick). `Ok(false)` when some member
+    /// holds someone else's data there; an error when no member answered.
     pub(crate) async fn register(
         &self,
         key: &str,
@@ -144,13 +144,13 @@ impl Deployment {
         let mut errors = Vec::new();
         let mut ours = true;
         let mut answered = false;
-        for (node, reply) in self.members().iter().zip(replies) {
+        for (member, reply) in self.members().iter().zip(replies) {
             match reply {
                 Ok(written) => {
                     answered = true;
                     ours &= written;
                 }
-                Err(e) => errors.push(self.error(node, &e).to_string()),
+                Err(e) => errors.push(self.error(member, &e).to_string()),
             }
         }
         match answered {
@@ -159,16 +159,16 @@ impl Deployment {
         }
     }
 
-    /// A client's registration: from the first node that has it.
+    /// A client's registration: from the first member that has it.
     pub(crate) async fn registration(&self, key: &str, id: &str) -> Result<Found> {
         let mut last = Err(Error::Connection("no node".to_owned()));
-        for node in self.members() {
-            match node.registration(key, id).await {
+        for member in self.members() {
+            match member.registration(key, id).await {
                 Ok(Found::Absent) => last = Ok(Found::Absent),
                 Ok(found) => return Ok(found),
                 Err(e) => {
                     if last.is_err() {
-                        last = Err(self.error(node, &e));
+                        last = Err(self.error(member, &e));
                     }
                 }
             }
@@ -179,11 +179,12 @@ impl Deployment {
     /// Every place a listing scans.
     pub(crate) async fn scan_targets(&self) -> Result<Vec<ScanTarget>> {
         let mut all = Vec::new();
-        for (i, node) in self.members().iter().enumerate() {
+        for (i, member) in self.members().iter().enumerate() {
             all.extend(
-                node.scan_targets(i)
+                member
+                    .scan_targets(i)
                     .await
-                    .map_err(|e| self.error(node, &e))?,
+                    .map_err(|e| self.error(member, &e))?,
             );
         }
         Ok(all)
@@ -196,9 +197,10 @@ impl Deployment {
         pattern: &str,
         count: usize,
     ) -> Result<(u64, Vec<String>)> {
-        let node = &self.members()[target.node];
-        node.scan(target, cursor, pattern, count)
+        let member = &self.members()[target.member];
+        member
+            .scan(target, cursor, pattern, count)
             .await
-            .map_err(|e| self.error(node, &e))
+            .map_err(|e| self.error(member, &e))
     }
 }
