@@ -304,7 +304,8 @@ fn server_of(client: &redis::Client) -> String {
 /// is the answer, unless the direct try first finds the connection refused
 /// or the server no Redis; any other failure of the direct try (the
 /// server's last free connection taken by the manager, say) waits for the
-/// manager. A server that answers costs no extra round trip.
+/// manager, and a manager that failed beside a direct try that succeeded
+/// tries once more. A server that answers costs no extra round trip.
 async fn first_connection(
     client: &redis::Client,
     config: ConnectionManagerConfig,
@@ -314,7 +315,7 @@ async fn first_connection(
         .set_response_timeout(config.response_timeout());
     let within = config.connection_timeout();
     let tried = client.get_multiplexed_async_connection_with_config(&once);
-    let managed = ConnectionManager::new_with_config(client.clone(), config);
+    let managed = ConnectionManager::new_with_config(client.clone(), config.clone());
     tokio::pin!(tried, managed);
     let decisive =
         |e: &redis::RedisError| e.kind() == redis::ErrorKind::Parse || e.is_connection_refusal();
@@ -322,7 +323,17 @@ async fn first_connection(
         managed = &mut managed => managed,
         tried = &mut tried => match tried {
             Err(e) if decisive(&e) => Err(e),
-            _ => managed.await,
+            Err(_) => managed.await,
+            // The direct try may have taken the server's last free connection
+            // from the manager: closed, it leaves that connection to the
+            // manager's second attempt.
+            Ok(direct) => {
+                drop(direct);
+                match managed.await {
+                    Ok(conn) => Ok(conn),
+                    Err(_) => ConnectionManager::new_with_config(client.clone(), config).await,
+                }
+            }
         },
     };
     match first {
