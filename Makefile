@@ -28,14 +28,25 @@ QUICK_RUST_SUITES := $(filter-out cluster sentinel inspection lifetime propertie
 	$(basename $(notdir $(wildcard core/tests/*.rs))))
 DEBUG_ADDON := target/debug/rlock.node
 
+QUICK_RUST_TESTS := --workspace --lib $(addprefix --test ,$(QUICK_RUST_SUITES))
+
 ## The core's quick suites and the Python and Node face suites against debug builds (the Node one
-## through NAPI_RS_NATIVE_LIBRARY_PATH, leaving the release addon of make test alone).
+## through NAPI_RS_NATIVE_LIBRARY_PATH, leaving the release addon of make test alone). Built first,
+## then the three run side by side: they wait on Redis more than on the CPU, and each starts its
+## own servers on free ports.
 test-quick: python-package node-dev-tools
 	scripts/ensure-redis
 	cargo build -p rlock-node
 	cp target/debug/librlock_node.so $(DEBUG_ADDON)
-	cargo test --workspace --lib $(addprefix --test ,$(QUICK_RUST_SUITES))
+	cargo test $(QUICK_RUST_TESTS) --no-run --quiet
+	$(MAKE) --no-print-directory -j3 --output-sync=target quick-rust quick-python quick-node
+
+.PHONY: quick-rust quick-python quick-node
+quick-rust:
+	cargo test $(QUICK_RUST_TESTS) --quiet
+quick-python:
 	.venv/bin/python -m pytest tests/python -q
+quick-node:
 	NAPI_RS_NATIVE_LIBRARY_PATH=$(CURDIR)/$(DEBUG_ADDON) node --test tests/node/
 
 test-rust:
