@@ -47,29 +47,6 @@ async fn in_line(server: &RedisServer, name: &str, n: usize) -> bool {
 }
 
 #[tokio::test]
-async fn a_nested_release_whose_reply_was_lost_is_not_applied_twice() {
-    let (server, proxy, client) = behind_proxy().await;
-    let lock = client.lock("stock").unwrap();
-    lock.acquire(Wait::Once).await.unwrap();
-    lock.acquire(Wait::Once).await.unwrap();
-    proxy.cut_on(RELEASE, Cut::AfterForward, 1);
-    // Applied (2 -> 1), its reply lost, sent again on a new connection.
-    assert_eq!(lock.release().await.unwrap(), 1);
-    assert_eq!(proxy.cuts_done(), 1);
-    assert_eq!(
-        count(&server, "stock"),
-        Some(1),
-        "the resend was applied too"
-    );
-    let rival = Client::connect(&server.url()).await.unwrap();
-    let other = rival.lock("stock").unwrap();
-    assert_eq!(other.try_acquire().await.unwrap(), None, "two holders");
-    assert_eq!(lock.lost(), None);
-    assert_eq!(lock.release().await.unwrap(), 0);
-    assert!(other.try_acquire().await.unwrap().is_some());
-}
-
-#[tokio::test]
 async fn a_last_release_that_handed_the_lock_over_and_lost_its_reply_reports_success() {
     let (server, proxy, client) = behind_proxy().await;
     let holder = client
@@ -281,32 +258,6 @@ async fn a_fence_counter_of_another_type_counts_as_busy_and_names_the_key() {
         !c.exists::<_, bool>("rlock:{odd}").unwrap(),
         "half-written lock"
     );
-}
-
-#[tokio::test]
-async fn a_line_entry_without_its_lease_is_dropped_before_anything_is_written() {
-    let server = RedisServer::start();
-    let client = Client::connect(&server.url()).await.unwrap();
-    let lock = client.lock("entry").unwrap();
-    lock.acquire(Wait::Once).await.unwrap();
-    // An entry of a live client (this one listens on its waiter channel
-    // while another of its waiters stands in line) but no lease field.
-    let waiter = client
-        .lock_with("entry", LockOptions::default().fair(true))
-        .unwrap();
-    let waiting = tokio::spawn(async move {
-        let r = waiter.acquire(Wait::For(Duration::from_secs(10))).await;
-        (r, waiter)
-    });
-    assert!(in_line(&server, "entry", 1).await);
-    let mut c = server.conn();
-    let _: () = c
-        .lpush("rlock:{entry}:queue", format!("{}:nolease", client.id()))
-        .unwrap();
-    assert_eq!(lock.release().await.unwrap(), 0);
-    let (r, waiter) = finished(waiting, Duration::from_secs(5)).await;
-    r.unwrap();
-    assert!(waiter.owned().await.unwrap());
 }
 
 #[tokio::test]

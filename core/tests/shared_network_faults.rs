@@ -85,27 +85,6 @@ async fn an_acquisition_whose_reply_was_lost_takes_its_permits_once() {
 }
 
 #[tokio::test]
-async fn a_nested_release_whose_reply_was_lost_is_not_applied_twice() {
-    let (server, proxy, client) = behind_proxy().await;
-    warm_up(&client, "doc").await;
-    let rw = client.rw_lock("doc", options()).unwrap();
-    rw.write().acquire(Wait::Once).await.unwrap();
-    rw.write().acquire(Wait::Once).await.unwrap();
-    proxy.cut_on(&sha(RELEASE), Cut::AfterForward, 1);
-    assert_eq!(rw.write().release().await.unwrap(), 1);
-    assert_eq!(proxy.cuts_done(), 1);
-    let rival = Client::connect(&server.url()).await.unwrap();
-    let reader = rival.rw_lock("doc", options()).unwrap();
-    assert!(
-        reader.read().try_acquire().await.unwrap().is_none(),
-        "a reader got in beside the writer"
-    );
-    assert_eq!(rw.write().lost(), None);
-    assert_eq!(rw.write().release().await.unwrap(), 0);
-    assert!(reader.read().try_acquire().await.unwrap().is_some());
-}
-
-#[tokio::test]
 async fn a_last_release_that_served_the_line_and_lost_its_reply_reports_success() {
     let (server, proxy, client) = behind_proxy().await;
     warm_up(&client, "one").await;
