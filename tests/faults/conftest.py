@@ -13,10 +13,10 @@ from typing import Any, Dict, Iterator, List, Optional
 import pytest
 
 from rlock_test_support.background import Background
+from rlock_test_support.proxy import FaultProxy
 from rlock_test_support.servers import RedisCluster, RedisServer
 
 from harness import Scenario
-from proxy import Proxy
 
 FIGURES: Dict[str, Dict[str, Any]] = {}
 OUTCOMES: Dict[str, int] = {"passed": 0, "failed": 0}
@@ -42,10 +42,10 @@ def server(request: pytest.FixtureRequest) -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def proxy(background: Background, server: RedisServer) -> Iterator[Proxy]:
-    p = Proxy(background, server.port)
+def proxy(background: Background, server: RedisServer) -> Iterator[FaultProxy]:
+    p = background.run(FaultProxy(background.loop, server.port).start())
     yield p
-    p.close()
+    background.run(p.close())
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import pytest
 
 from rlock_test_support.keys import lock_key
+from rlock_test_support.proxy import FaultProxy
 from rlock_test_support.spans import MS
 
 from conftest import record
 from harness import Scenario, Worker, now
-from proxy import Proxy
 
 LANGS = ["py", "node", "cli"]
 
@@ -243,19 +243,19 @@ def test_script_flush_mid_run_is_invisible(scenario: Scenario) -> None:
     assert_clean(sc, "SCRIPT FLUSH every 50 ms", {"SCRIPT FLUSHes": flushes})
 
 
-def test_latency_on_the_wire_keeps_every_promise(scenario: Scenario, proxy: Proxy) -> None:
+def test_latency_on_the_wire_keeps_every_promise(scenario: Scenario, proxy: FaultProxy) -> None:
     """Every worker talks to Redis through a wire that delays each chunk by
     15 ms each way (a 30 ms round trip, 100x loopback): nothing overlaps,
     nothing fails, handoffs stay prompt."""
     sc = scenario
-    proxy.delay_ms = 15
+    proxy.now(proxy.delay, "any", 15, None, True)
     contend(sc, [sc.lock_name("slow-wire")], for_ms=3000, ttl_ms=600, hold_ms=[20, 120], timeout_ms=4000, url=proxy.url)
     sc.finish(within=30)
     assert_no_errors(sc)
     assert_clean(sc, "15 ms each way on the wire", {"round trip ms": 30, "proxied connections": proxy.connections})
 
 
-def test_a_stalled_wire_ends_the_lease_and_the_holder_is_told_first(scenario: Scenario, proxy: Proxy) -> None:
+def test_a_stalled_wire_ends_the_lease_and_the_holder_is_told_first(scenario: Scenario, proxy: FaultProxy) -> None:
     """The holder's wire stalls (nothing moves either way) for three leases:
     its renewals cannot arrive, so its lease ends by its own clock and it is
     told "lost"; it must have stopped acting (its last step) before a waiter
@@ -267,11 +267,11 @@ def test_a_stalled_wire_ends_the_lease_and_the_holder_is_told_first(scenario: Sc
     for lang in LANGS:
         _, victim, _, waiters = holder_and_waiters(sc, lang, "stalled", ttl, step_ms=1, url=proxy.url)
         sc.event("stall")
-        proxy.stall()
+        proxy.now(proxy.stall, "any")
         lost = sc.wait_record(victim, lambda r: r["e"] == "lost", within=5)
         entered = first_entry(sc, waiters, within=5)["t"]
         time.sleep(ttl * 3 / 1000 - (now() - sc.events[-1]["t"]) / 1e9)
-        proxy.resume()
+        proxy.now(proxy.clear)
         sc.event("resume")
         margins.append((entered - lost["t"]) / MS)
         last_step = max(r["t"] for r in sc.records(victim) if r["e"] == "step")
@@ -284,14 +284,14 @@ def test_a_stalled_wire_ends_the_lease_and_the_holder_is_told_first(scenario: Sc
     )
 
 
-def test_connections_cut_again_and_again(scenario: Scenario, proxy: Proxy) -> None:
+def test_connections_cut_again_and_again(scenario: Scenario, proxy: FaultProxy) -> None:
     """Every connection (commands and pub/sub) is reset every 150 ms while
     locks change hands: operations retry on a fresh connection, waiters are
     not stranded, nothing overlaps."""
     sc = scenario
     contend(sc, [sc.lock_name("cut-wire")], for_ms=2500, ttl_ms=1000, hold_ms=[20, 200], timeout_ms=5000, url=proxy.url)
     reset: List[int] = []
-    cuts = repeatedly(0.15, 2.2, lambda _: reset.append(proxy.cut()))
+    cuts = repeatedly(0.15, 2.2, lambda _: reset.append(proxy.now(proxy.reset, "any", "all")))
     sc.finish(within=30)
     assert sum(reset) > 0
     assert_clean(sc, "every connection reset every 150 ms", {"connections reset": sum(reset), "cuts": cuts})

@@ -15,10 +15,9 @@ from typing import Dict, List, Optional, Set, Union
 
 from rlock_test_support import cluster_layout
 from rlock_test_support.background import Background
+from rlock_test_support.proxy import FaultProxy
 from rlock_test_support.servers import RedisCluster, RedisServer
 from rlock_test_support.waiting import wait_until
-
-from netproxy import FaultProxy
 
 MODES = ("single", "fair", "cluster", "redlock")
 

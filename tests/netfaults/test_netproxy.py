@@ -4,6 +4,7 @@ wire what the schedules count on, and only to the kind of connection named."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from typing import Any, Iterator, Tuple
 
@@ -11,10 +12,9 @@ import pytest
 import redis
 
 from rlock_test_support.background import Background
+from rlock_test_support.proxy import FaultProxy, command_of, split_requests
 from rlock_test_support.servers import RedisServer
 from rlock_test_support.waiting import eventually
-
-from netproxy import FaultProxy, command_of, split_requests
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +114,51 @@ def test_a_stall_holds_everything_then_delivers_it(wire: Tuple[FaultProxy, redis
     t = time.monotonic()
     assert c.incr("stalled") == 1
     assert time.monotonic() - t >= 0.25
+
+
+def test_a_delay_each_way_slows_requests_too_and_lasts_until_cleared(
+        wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, direct, _ = wire
+    c = client(proxy)
+    c.ping()
+    proxy.now(proxy.delay, "any", 150, None, True)  # from this thread, as the fault suite arms it
+    t = time.monotonic()
+    c.set("late", 1)
+    assert time.monotonic() - t >= 0.3  # 150 ms there, 150 ms back
+    c.set("late", 2)
+    assert time.monotonic() - t >= 0.6  # no end of its own
+    proxy.now(proxy.clear)
+    # A request on its way is held there: Redis sees it late.
+    c.ping()
+    proxy.now(proxy.delay, "cmd", 300, None, True)
+    ahead = bg_set(c, "late", 3)
+    time.sleep(0.15)
+    assert direct.get("late") == "2"
+    ahead.join(5)
+    assert direct.get("late") == "3"
+    proxy.now(proxy.clear)
+
+
+def test_a_stall_without_an_end_lasts_until_cleared(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:
+    proxy, direct, _ = wire
+    c = client(proxy)
+    c.ping()
+    connections = proxy.connections
+    proxy.now(proxy.stall, "any")
+    pending = bg_set(c, "held", 1)
+    time.sleep(0.5)
+    assert direct.get("held") is None
+    proxy.now(proxy.clear)
+    pending.join(5)
+    assert direct.get("held") == "1"
+    assert client(proxy).ping()
+    assert proxy.connections == connections + 1
+
+
+def bg_set(c: redis.Redis, key: str, value: int) -> threading.Thread:
+    t = threading.Thread(target=c.set, args=(key, value), daemon=True)
+    t.start()
+    return t
 
 
 def test_faults_on_pub_sub_connections_spare_command_ones(wire: Tuple[FaultProxy, redis.Redis, Background]) -> None:

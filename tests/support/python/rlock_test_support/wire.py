@@ -1,6 +1,6 @@
-"""What the loopback proxies of the fault suites share: relaying one
-direction of a connection late but in order, and dropping a connection the
-way a broken network does."""
+"""What the fault proxy (proxy.py) is built on: relaying one direction of a
+connection late but in order, and dropping a connection the way a broken
+network does."""
 
 from __future__ import annotations
 

@@ -2,7 +2,11 @@
 toxiproxy's toxics: it reads the client->server stream as RESP requests, so it
 can act between two requests, and tells command connections from pub/sub ones
 (a connection becomes pub/sub once it sends SUBSCRIBE, SSUBSCRIBE or
-PSUBSCRIBE), so a fault can target either.
+PSUBSCRIBE), so a fault can target either. The fault suites (tests/faults,
+tests/netfaults) both run their wires through it.
+
+It runs on an asyncio loop (a `Background`'s): the faults are called on that
+loop; from another thread, through `now()`.
 
 Faults (each counted in `injected` by kind when it actually hits a wire):
 
@@ -12,10 +16,13 @@ Faults (each counted in `injected` by kind when it actually hits a wire):
   forwarded to Redis, their replies are thrown away, and the connection is
   reset once Redis had time to apply them: Redis did the work, the client
   never hears.
-- `delay(kind, ms, for_ms)`: for `for_ms`, every server->client chunk on those
-  connections is delivered `ms` late (order kept).
+- `delay(kind, ms, for_ms, each_way)`: for `for_ms` (None: until `clear()`),
+  every server->client chunk on those connections is delivered `ms` late
+  (order kept); with `each_way`, every client->server one too, so a round
+  trip costs twice `ms`.
 - `stall(kind, for_ms)`: nothing is forwarded either way on those connections
-  for `for_ms`; what arrived meanwhile is delivered afterwards, late.
+  for `for_ms` (None: until `clear()`); what arrived meanwhile is delivered
+  afterwards, late.
 - `reset(kind, which)`: resets one open connection of that kind (`which`
   "one", picked by the proxy's seeded generator) or all of them, now; with
   `which` "mid", the next request on such a connection is cut halfway through
@@ -38,17 +45,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from rlock_test_support.wire import relay, reset
 
 # Long enough on a loaded loopback for Redis to read and run a request the
 # proxy forwarded, before the proxy resets the connection under it.
 APPLY_S = 0.05
+
+T = TypeVar("T")
 
 SUBSCRIBES = {b"SUBSCRIBE", b"SSUBSCRIBE", b"PSUBSCRIBE"}
 # What only a replica sends its master: the connection is a replication link.
@@ -131,6 +141,7 @@ class _Window:
     ms: float = 0.0
     scripts: Optional[Set[str]] = None  # a drop_request's: SHA-1s (hex) of the scripts it drops
     naming: Optional[bytes] = None  # a drop_request's: what the requests it drops hold
+    each_way: bool = False  # a delay's: client->server chunks too
 
 
 @dataclass
@@ -153,6 +164,7 @@ class FaultProxy:
         self.target_port = target_port
         self.rng = random.Random(seed)
         self.injected: Counter[str] = Counter()
+        self.connections = 0  # every connection relayed to Redis so far
         # Every fault as it hit: {"at": monotonic ns, "what", "kind", "for_ms", "ms",
         # "script": the SHA-1 of the script whose reply a drop picked by script}.
         self.log: List[Dict[str, Any]] = []
@@ -173,6 +185,15 @@ class FaultProxy:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}"
 
+    def now(self, fn: Callable[..., T], *args: Any) -> T:
+        """From another thread: calls `fn` (a fault) on the proxy's loop and
+        returns its result once it ran, so it is armed before the next request."""
+
+        async def call() -> T:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(10)
+
     # Faults, called on the loop.
 
     def drop_reply(self, kind: str, n: int = 1, commands: Optional[Sequence[str]] = None,
@@ -180,11 +201,13 @@ class FaultProxy:
         self.drops.append(_Drop(kind, n, {c.upper().encode() for c in commands} if commands else None,
                                 scripts={s.lower() for s in scripts} if scripts else None))
 
-    def delay(self, kind: str, ms: float, for_ms: float) -> None:
-        self.delays.append(_Window(kind, time.monotonic() + for_ms / 1000, ms))
+    def delay(self, kind: str, ms: float, for_ms: Optional[float] = None, each_way: bool = False) -> None:
+        for_ms = math.inf if for_ms is None else for_ms
+        self.delays.append(_Window(kind, time.monotonic() + for_ms / 1000, ms, each_way=each_way))
         self._hit("delay", kind, for_ms=for_ms, ms=ms)
 
-    def stall(self, kind: str, for_ms: float) -> None:
+    def stall(self, kind: str, for_ms: Optional[float] = None) -> None:
+        for_ms = math.inf if for_ms is None else for_ms
         self.stalls.append(_Window(kind, time.monotonic() + for_ms / 1000))
         self._hit("stall", kind, for_ms=for_ms)
 
@@ -237,10 +260,11 @@ class FaultProxy:
         self.stalls = [s for s in self.stalls if s.until > t]
         return max((s.until - t for s in self.stalls if c.matches(s.kind)), default=0.0)
 
-    def _delay_s(self, c: _Conn) -> float:
+    def _delay_s(self, c: _Conn, upstream: bool = False) -> float:
         t = time.monotonic()
         self.delays = [d for d in self.delays if d.until > t]
-        return max((d.ms / 1000 for d in self.delays if c.matches(d.kind)), default=0.0)
+        return max((d.ms / 1000 for d in self.delays if c.matches(d.kind) and (d.each_way or not upstream)),
+                   default=0.0)
 
     def _drops_request(self, c: _Conn, request: bytes) -> bool:
         t = time.monotonic()
@@ -265,6 +289,7 @@ class FaultProxy:
         except OSError:
             reset(client_w)
             return
+        self.connections += 1
         c = _Conn(client_w, redis_w)
         self.conns.add(c)
         up = asyncio.ensure_future(self._upstream(c, client_r))
@@ -282,12 +307,31 @@ class FaultProxy:
             await asyncio.sleep(min(left, 0.01))  # short slices: `clear()` ends a stall early
 
     async def _upstream(self, c: _Conn, src: asyncio.StreamReader) -> None:
+        # Chunks queue with the time they are due (a delay each way), so a
+        # delay never reorders them, nor adds up over a pipeline.
+        arrivals: "asyncio.Queue[Tuple[float, bytes]]" = asyncio.Queue()
+
+        async def read() -> None:
+            chunk = b"-"
+            try:
+                while chunk and not c.closed:
+                    chunk = await src.read(65536)
+                    arrivals.put_nowait((time.monotonic() + self._delay_s(c, upstream=True), chunk))
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                arrivals.put_nowait((0.0, b""))  # the end, however it came
+
+        reader = asyncio.ensure_future(read())
         buf = bytearray()
         try:
             while not c.closed:
-                chunk = await src.read(65536)
+                due, chunk = await arrivals.get()
                 if not chunk:
                     break
+                wait = due - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 buf += chunk
                 for request in split_requests(buf):
                     await self._hold_while_stalled(c)
@@ -323,6 +367,7 @@ class FaultProxy:
         except (ConnectionError, OSError, ValueError):
             pass
         finally:
+            reader.cancel()
             self._close(c)
 
     async def _downstream(self, c: _Conn, src: asyncio.StreamReader) -> None:
