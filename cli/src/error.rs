@@ -1,7 +1,7 @@
 //! How `rlock` reports a core error: its message on stderr, a bad option
 //! named by its flag, and the exit status it ends with (see `exit.rs`).
 
-use rlock_core::{Error, Opt};
+use rlock_core::{Error, OptionName};
 
 use crate::exit;
 
@@ -17,27 +17,27 @@ pub fn fail(e: &Error) -> u8 {
 }
 
 /// A lock option as `rlock exec` names it: by its flag.
-fn flag(option: Opt) -> &'static str {
+fn flag(option: OptionName) -> &'static str {
     match option {
-        Opt::Ttl => "--ttl",
-        Opt::Timeout => "--timeout",
-        Opt::Blocking => "--no-wait",
-        Opt::SyncReplicas => "--sync-replicas",
-        Opt::Fair => "--fair",
-        Opt::QueueAfter => "--queue-after",
-        Opt::Permits => "--semaphore",
+        OptionName::Ttl => "--ttl",
+        OptionName::Timeout => "--timeout",
+        OptionName::Blocking => "--no-wait",
+        OptionName::SyncReplicas => "--sync-replicas",
+        OptionName::Fair => "--fair",
+        OptionName::QueueAfter => "--queue-after",
+        OptionName::Permits => "--semaphore",
         // One permit per command.
-        Opt::Take => "--semaphore",
+        OptionName::Take => "--semaphore",
         // No flags: `rlock exec` always renews, for as long as CMD runs, and
         // a lease given in a shell is meant as given.
-        Opt::AutoRenew | Opt::MaxHold | Opt::AllowLongTtl => option.name(),
-        Opt::Stale => "--stale",
-        Opt::NoneTtl => "--none-ttl",
-        Opt::Jitter => "--jitter",
-        Opt::Early => "--early",
-        Opt::OnError => "--on-error",
-        Opt::LockTtl => "--lock-ttl",
-        Opt::AtLeast => "--at-least",
-        Opt::AtMost => "--at-most",
+        OptionName::AutoRenew | OptionName::MaxHold | OptionName::AllowLongTtl => option.name(),
+        OptionName::Stale => "--stale",
+        OptionName::NoneTtl => "--none-ttl",
+        OptionName::Jitter => "--jitter",
+        OptionName::Early => "--early",
+        OptionName::OnError => "--on-error",
+        OptionName::LockTtl => "--lock-ttl",
+        OptionName::AtLeast => "--at-least",
+        OptionName::AtMost => "--at-most",
     }
 }

@@ -1,17 +1,17 @@
 //! How the commands that inspect locks show a holder or a waiter: its
-//! host, pid and unit for a person (scripts get `Party::to_json`), and
+//! host, pid and unit for a person (scripts get `Owner::to_json`), and
 //! whether it is still there to hold anything.
 
 use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use rlock_core::{ClientInfo, Party};
+use rlock_core::{ClientInfo, Owner};
 
 /// `host pid 4242 (python 3.11.4) unit 4242:t1:MainThread`, with a word on
 /// a pid of this host that no process has any more (`(cli, exited: no such
 /// process on this host)`); or the owner id alone when its client's
 /// registration ran out (it was not renewed).
-pub fn text(p: &Party) -> String {
+pub fn text(p: &Owner) -> String {
     match &p.client {
         Some(c) => {
             let pid = c.pid.map_or("?".to_owned(), |n| n.to_string());

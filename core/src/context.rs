@@ -19,7 +19,7 @@ use crate::keys::Keys;
 use crate::owner_mutexes::OwnerMutexTable;
 use crate::redis::deployment::{Attempt, Deployment};
 use crate::redis::endpoint::{AcquireRequest, ReleaseOf};
-use crate::redis::scripts::{LockState, SharedState};
+use crate::redis::scripts::{LockState, ManyHolderState};
 use crate::registration::Registration;
 use crate::shutdown::Shutdown;
 use crate::telemetry::Telemetry;
@@ -260,7 +260,10 @@ impl Connections {
         Box::pin(async move { self.current()?.inspect(keys).await })
     }
 
-    pub(crate) fn inspect_many_holder<'a>(&'a self, keys: &'a Keys) -> Request<'a, SharedState> {
+    pub(crate) fn inspect_many_holder<'a>(
+        &'a self,
+        keys: &'a Keys,
+    ) -> Request<'a, ManyHolderState> {
         Box::pin(async move { self.current()?.inspect_many_holder(keys).await })
     }
 }

@@ -2,7 +2,7 @@
 //! categories to its own idiom in one place of its own (Python exceptions,
 //! Node error classes with a stable `code`, the CLI's exit statuses), and
 //! `Error::category` names them alike in every face. A bad option names the
-//! option as an [`Opt`], which that same place spells the face's own way.
+//! option as an [`OptionName`], which that same place spells the face's own way.
 
 use std::fmt;
 
@@ -186,7 +186,7 @@ impl Error {
     }
 
     /// A bad value of `option`; `problem` follows the option's name.
-    pub(crate) fn invalid_option(option: Opt, problem: impl Into<String>) -> Self {
+    pub(crate) fn invalid_option(option: OptionName, problem: impl Into<String>) -> Self {
         Error::InvalidArgument(Invalid {
             option: Some(option),
             message: problem.into(),
@@ -214,7 +214,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// (`queue_after`, `queueAfterMs`, `--queue-after`), so each face spells it
 /// in its own error mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Opt {
+pub enum OptionName {
     Ttl,
     Timeout,
     Blocking,
@@ -246,34 +246,34 @@ pub enum Opt {
     AtMost,
 }
 
-impl Opt {
+impl OptionName {
     /// The option's name in Rust ([`LockArgs`](crate::LockArgs)' fields).
     pub fn name(self) -> &'static str {
         match self {
-            Opt::Ttl => "ttl",
-            Opt::Timeout => "timeout",
-            Opt::Blocking => "blocking",
-            Opt::AutoRenew => "auto_renew",
-            Opt::MaxHold => "max_hold",
-            Opt::SyncReplicas => "sync_replicas",
-            Opt::Fair => "fair",
-            Opt::QueueAfter => "queue_after",
-            Opt::AllowLongTtl => "allow_long_ttl",
-            Opt::Permits => "permits",
-            Opt::Take => "take",
-            Opt::Stale => "stale",
-            Opt::NoneTtl => "none_ttl",
-            Opt::Jitter => "jitter",
-            Opt::Early => "early",
-            Opt::OnError => "on_error",
-            Opt::LockTtl => "lock_ttl",
-            Opt::AtLeast => "at_least",
-            Opt::AtMost => "at_most",
+            OptionName::Ttl => "ttl",
+            OptionName::Timeout => "timeout",
+            OptionName::Blocking => "blocking",
+            OptionName::AutoRenew => "auto_renew",
+            OptionName::MaxHold => "max_hold",
+            OptionName::SyncReplicas => "sync_replicas",
+            OptionName::Fair => "fair",
+            OptionName::QueueAfter => "queue_after",
+            OptionName::AllowLongTtl => "allow_long_ttl",
+            OptionName::Permits => "permits",
+            OptionName::Take => "take",
+            OptionName::Stale => "stale",
+            OptionName::NoneTtl => "none_ttl",
+            OptionName::Jitter => "jitter",
+            OptionName::Early => "early",
+            OptionName::OnError => "on_error",
+            OptionName::LockTtl => "lock_ttl",
+            OptionName::AtLeast => "at_least",
+            OptionName::AtMost => "at_most",
         }
     }
 }
 
-impl fmt::Display for Opt {
+impl fmt::Display for OptionName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -284,13 +284,13 @@ impl fmt::Display for Opt {
 pub struct Invalid {
     /// The option at fault, when the argument is one of a lock's options:
     /// `message` then follows its name.
-    pub option: Option<Opt>,
+    pub option: Option<OptionName>,
     pub message: String,
 }
 
 impl Invalid {
     /// The whole message, the option named as `spell` names it.
-    pub fn spelled(&self, spell: impl FnOnce(Opt) -> &'static str) -> String {
+    pub fn spelled(&self, spell: impl FnOnce(OptionName) -> &'static str) -> String {
         match self.option {
             Some(option) => format!("{} {}", spell(option), self.message),
             None => self.message.clone(),
@@ -300,7 +300,7 @@ impl Invalid {
 
 impl fmt::Display for Invalid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.spelled(Opt::name))
+        f.write_str(&self.spelled(OptionName::name))
     }
 }
 

@@ -15,7 +15,7 @@ use crate::error::{Error, NotOwnedReason, Result};
 use crate::keys::Keys;
 use crate::redis::directory::{Found, ScanTarget};
 use crate::redis::endpoint::ReleaseOf;
-use crate::redis::scripts::{LockState, SharedState};
+use crate::redis::scripts::{LockState, ManyHolderState};
 
 /// What a client wrote about itself when it connected.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,9 +41,9 @@ impl ClientInfo {
     }
 }
 
-/// An owner of a holding or a place in line.
+/// An owner of a holding or a place in line, with its client's registration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Party {
+pub struct Owner {
     /// The owner id as stored: `<client id>:<unit>`.
     pub owner: String,
     pub client_id: String,
@@ -66,27 +66,27 @@ pub struct Inspection {
     pub name: String,
     pub state: LockState,
     /// The holder, when held through this protocol.
-    pub holder: Option<Party>,
+    pub holder: Option<Owner>,
     /// The first waiters in line, from its head (see
     /// [`LINE_SHOWN`](crate::LINE_SHOWN)).
-    pub waiters: Vec<Party>,
+    pub waiters: Vec<Owner>,
     /// The read-write lock of the name, when anyone holds or waits on it.
-    pub rwlock: Option<SharedInspection>,
+    pub rwlock: Option<ManyHolderInspection>,
     /// The semaphore of the name, when anyone holds or waits on it.
-    pub semaphore: Option<SharedInspection>,
+    pub semaphore: Option<ManyHolderInspection>,
 }
 
 /// A read-write lock or a semaphore as inspection sees it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SharedInspection {
-    pub state: SharedState,
+pub struct ManyHolderInspection {
+    pub state: ManyHolderState,
     /// Who owns each of `state.holders`, in its order.
-    pub holders: Vec<Party>,
+    pub holders: Vec<Owner>,
 }
 
 /// `state` when anyone holds or waits on it (or a key of another type is
 /// in its place).
-fn busy(state: SharedState) -> Option<SharedState> {
+fn busy(state: ManyHolderState) -> Option<ManyHolderState> {
     (!state.holders.is_empty() || state.waiting > 0 || state.foreign).then_some(state)
 }
 
@@ -192,9 +192,9 @@ fn scan_pattern(prefix: &str, pattern: &str) -> Result<String> {
 }
 
 /// What the owner id `owner` says of its holder.
-fn party(owner: &str, registrations: &HashMap<String, Option<ClientInfo>>) -> Party {
+fn owner_of(owner: &str, registrations: &HashMap<String, Option<ClientInfo>>) -> Owner {
     let (client_id, unit) = owner.split_once(':').unwrap_or((owner, ""));
-    Party {
+    Owner {
         owner: owner.to_owned(),
         client_id: client_id.to_owned(),
         unit: unit.to_owned(),
@@ -256,7 +256,7 @@ impl Client {
             let deployment = deployment.clone();
             async move {
                 // A registration that cannot be read (a node down, an ACL
-                // without HGETALL) leaves that party unnamed, not the lock
+                // without HGETALL) leaves that owner unnamed, not the lock
                 // uninspected.
                 let info = match deployment.registration(&key, &id).await {
                     Ok(Found::Fields(f)) => Some(client_info(&f)),
@@ -270,24 +270,24 @@ impl Client {
                 .await
                 .into_iter()
                 .collect();
-        let inspected = |s: SharedState| SharedInspection {
+        let inspected = |s: ManyHolderState| ManyHolderInspection {
             holders: s
                 .holders
                 .iter()
-                .map(|h| party(&h.owner, &registrations))
+                .map(|h| owner_of(&h.owner, &registrations))
                 .collect(),
             state: s,
         };
         Ok(Inspection {
             name: name.to_owned(),
-            holder: state.owner.as_deref().map(|o| party(o, &registrations)),
+            holder: state.owner.as_deref().map(|o| owner_of(o, &registrations)),
             waiters: state
                 .line
                 .iter()
                 .zip(&state.line_waited)
-                .map(|(o, waited)| Party {
+                .map(|(o, waited)| Owner {
                     waited: *waited,
-                    ..party(o, &registrations)
+                    ..owner_of(o, &registrations)
                 })
                 .collect(),
             rwlock: rwlock.map(inspected),

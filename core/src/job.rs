@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::context::Client;
-use crate::error::{Error, Opt, Result};
+use crate::error::{Error, OptionName, Result};
 use crate::lock::Lock;
 use crate::options::{self, LockOptions, Unit, Wait, MAX_DURATION, MIN_LEASE};
 
@@ -60,10 +60,10 @@ impl JobOptions {
     /// Checks both bounds (before any I/O): `at_most` a lease (10 ms to a
     /// year), `at_least` at most `at_most`.
     pub fn check(&self) -> Result<()> {
-        options::lease_duration(Opt::AtMost, self.at_most)?;
+        options::lease_duration(OptionName::AtMost, self.at_most)?;
         if self.at_least > self.at_most || self.at_least > MAX_DURATION {
             return Err(Error::invalid_option(
-                Opt::AtLeast,
+                OptionName::AtLeast,
                 format!(
                     "must be at most at_most ({:?}), got {:?}",
                     self.at_most, self.at_least
@@ -101,10 +101,10 @@ impl JobArgs {
     pub fn check(&self) -> Result<JobOptions> {
         let mut options = JobOptions::default();
         if let Some(at_least) = self.at_least {
-            options.at_least = options::option_span(Opt::AtLeast, at_least, self.unit)?;
+            options.at_least = options::option_span(OptionName::AtLeast, at_least, self.unit)?;
         }
         if let Some(at_most) = self.at_most {
-            options.at_most = options::lease(Opt::AtMost, at_most, self.unit)?;
+            options.at_most = options::lease(OptionName::AtMost, at_most, self.unit)?;
         }
         options.check()?;
         Ok(options)

@@ -26,7 +26,7 @@ pub enum Family {
 
 impl Family {
     /// Several holders share it, each under its own lease (`core/lua/many/`).
-    pub fn is_shared(self) -> bool {
+    pub fn is_many_holder(self) -> bool {
         matches!(self, Family::RwLock | Family::Semaphore)
     }
 }

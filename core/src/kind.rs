@@ -3,7 +3,7 @@
 //! the mutex's for every kind; the kind picks the keys and scripts (see
 //! `keys.rs`) and what an acquisition asks for.
 
-use crate::error::{Error, Opt, Result};
+use crate::error::{Error, OptionName, Result};
 use crate::keys::Family;
 
 /// The most permits a semaphore may have.
@@ -28,11 +28,11 @@ pub enum Kind {
 impl Kind {
     /// A semaphore's kind, checked: `take` permits of `size`.
     pub fn permits(size: i64, take: i64) -> Result<Kind> {
-        let size = permit_count(Opt::Permits, size)?;
-        let take = permit_count(Opt::Take, take)?;
+        let size = permit_count(OptionName::Permits, size)?;
+        let take = permit_count(OptionName::Take, take)?;
         if take > size {
             return Err(Error::invalid_option(
-                Opt::Take,
+                OptionName::Take,
                 format!("must be at most the semaphore's {size} permits, got {take}"),
             ));
         }
@@ -69,7 +69,7 @@ impl Kind {
 }
 
 /// A number of permits: a whole number from 1 to [`MAX_PERMITS`].
-fn permit_count(option: Opt, n: i64) -> Result<u32> {
+fn permit_count(option: OptionName, n: i64) -> Result<u32> {
     match u32::try_from(n) {
         Ok(n @ 1..=MAX_PERMITS) => Ok(n),
         _ => Err(not_a_permit_count(option, n)),
@@ -78,7 +78,7 @@ fn permit_count(option: Opt, n: i64) -> Result<u32> {
 
 /// A number of permits as a face that counts in floats (JavaScript) got
 /// it: only a whole number is one (its range is checked with the kind).
-pub fn whole_permits(option: Opt, n: f64) -> Result<i64> {
+pub fn whole_permits(option: OptionName, n: f64) -> Result<i64> {
     // NaN and the infinities have no whole part either.
     if n.fract() == 0.0 && n.abs() < i64::MAX as f64 {
         return Ok(n as i64);
@@ -86,7 +86,7 @@ pub fn whole_permits(option: Opt, n: f64) -> Result<i64> {
     Err(not_a_permit_count(option, n))
 }
 
-fn not_a_permit_count(option: Opt, n: impl std::fmt::Display) -> Error {
+fn not_a_permit_count(option: OptionName, n: impl std::fmt::Display) -> Error {
     Error::invalid_option(
         option,
         format!("must be a whole number from 1 to {MAX_PERMITS}, got {n}"),

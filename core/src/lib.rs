@@ -35,16 +35,18 @@ mod url;
 mod wakeups;
 mod watchdog;
 
-pub use crate::redis::scripts::{Holder, LockState, SharedState, LINE_SHOWN};
+pub use crate::redis::scripts::{Holder, LockState, ManyHolderState, LINE_SHOWN};
 pub use cache::{
     Cache, CacheArgs, CacheOptions, Entry, OnError, Read, Rebuild, Stored, BYTES, DEFAULT_EARLY,
     DEFAULT_JITTER, DEFAULT_NONE_TTL, MAX_VALUE_BYTES,
 };
 pub use client::{ClientOptions, Closing, DEFAULT_PREFIX, DEFAULT_URL};
 pub use context::Client;
-pub use error::{Error, Invalid, LostReason, NotOwnedReason, Opt, Result};
+pub use error::{Error, Invalid, LostReason, NotOwnedReason, OptionName, Result};
 pub use face_support::{driver, spin};
-pub use inspect::{ClientInfo, Inspection, Listed, Listing, Party, SharedInspection, SCAN_COUNT};
+pub use inspect::{
+    ClientInfo, Inspection, Listed, Listing, ManyHolderInspection, Owner, SCAN_COUNT,
+};
 pub use job::{Job, JobArgs, JobOptions, DEFAULT_AT_MOST};
 pub use keys::{CacheKeys, Family, Keys};
 pub use kind::{Kind, MAX_PERMITS};

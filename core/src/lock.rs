@@ -21,13 +21,13 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::context::{Client, Context};
-use crate::error::{Error, LostReason, Opt, Result};
+use crate::error::{Error, LostReason, OptionName, Result};
 use crate::holdings::{HoldTerms, HoldingView};
 use crate::keys::Keys;
 use crate::kind::Kind;
 use crate::options::{self, LockOptions, Wait};
 use crate::owner_mutexes::OwnerMutexes;
-use crate::redis::scripts::{LockState, SharedState};
+use crate::redis::scripts::{LockState, ManyHolderState};
 
 /// What an acquisition gives its holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl Lock {
     ) -> Result<Self> {
         options::name(name)?;
         options.check()?;
-        if kind.family().is_shared() && client.context.deployment.is_redlock() {
+        if kind.family().is_many_holder() && client.context.deployment.is_redlock() {
             // Their holders and their line live in one Redis; several
             // masters would each count a different set of holders.
             return Err(Error::invalid(
@@ -308,7 +308,7 @@ impl Lock {
     /// ttl when `None`); later renewals keep the new lease.
     pub async fn extend(&self, ttl: Option<Duration>) -> Result<()> {
         let lease = match ttl {
-            Some(t) => options::lease_duration(Opt::Ttl, t)?,
+            Some(t) => options::lease_duration(OptionName::Ttl, t)?,
             None => self.options.ttl,
         };
         let context = self.context();
@@ -346,18 +346,18 @@ impl Lock {
     }
 
     /// The mutex's state in Redis (one round trip); a read-write lock's or
-    /// semaphore's is [`shared_state`](Self::shared_state).
+    /// semaphore's is [`many_holder_state`](Self::many_holder_state).
     pub async fn state(&self) -> Result<LockState> {
-        if self.kind.family().is_shared() {
+        if self.kind.family().is_many_holder() {
             return Err(Error::invalid(
-                "state() reads a mutex; a read-write lock's or semaphore's state is shared_state()",
+                "state() reads a mutex; a read-write lock's or semaphore's state is many_holder_state()",
             ));
         }
         self.context().deployment.inspect(&self.keys).await
     }
 
     /// The state of a read-write lock or semaphore in Redis (one round trip).
-    pub async fn shared_state(&self) -> Result<SharedState> {
+    pub async fn many_holder_state(&self) -> Result<ManyHolderState> {
         self.context()
             .deployment
             .inspect_many_holder(&self.keys)
@@ -369,10 +369,10 @@ impl Lock {
     /// does; for a write, whether anyone does; for permits, whether fewer are
     /// free than this handle asks for.
     pub async fn locked(&self) -> Result<bool> {
-        if !self.kind.family().is_shared() {
+        if !self.kind.family().is_many_holder() {
             return Ok(self.state().await?.held);
         }
-        let state = self.shared_state().await?;
+        let state = self.many_holder_state().await?;
         Ok(state.foreign
             || match self.kind {
                 Kind::Read => state.holders.iter().any(|h| h.writes()),
@@ -385,10 +385,10 @@ impl Lock {
 
     /// Whether this owner holds the lock (asked of Redis, not of local state).
     pub async fn owned(&self) -> Result<bool> {
-        if !self.kind.family().is_shared() {
+        if !self.kind.family().is_many_holder() {
             return Ok(self.state().await?.owner.as_deref() == Some(&*self.owner));
         }
-        let state = self.shared_state().await?;
+        let state = self.many_holder_state().await?;
         Ok(state.holders.iter().any(|h| h.owner == *self.owner))
     }
 

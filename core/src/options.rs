@@ -6,7 +6,7 @@
 //! A face hands over a lock's options as it received them ([`LockArgs`]:
 //! numbers in its own [`Unit`], seconds in Python and the CLI, milliseconds in
 //! Node) and gets them back checked. An error names the option at fault as an
-//! [`Opt`], which each face spells its own way, so the message points at what
+//! [`OptionName`], which each face spells its own way, so the message points at what
 //! the user wrote.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::{Error, Opt, Result};
+use crate::error::{Error, OptionName, Result};
 
 /// Default lease.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -103,9 +103,9 @@ impl LockOptions {
 
     /// Options given directly in Rust: the same rules as [`LockArgs::check`].
     pub(crate) fn check(&self) -> Result<()> {
-        lease_duration(Opt::Ttl, self.ttl)?;
+        lease_duration(OptionName::Ttl, self.ttl)?;
         if let Some(m) = self.max_hold {
-            lease_duration(Opt::MaxHold, m)?;
+            lease_duration(OptionName::MaxHold, m)?;
         }
         if let Some(k) = self.sync_replicas {
             replicas(k)?;
@@ -164,18 +164,18 @@ impl LockArgs {
         let unit = self.unit;
         let options = LockOptions {
             ttl: match self.ttl {
-                Some(t) => lease(Opt::Ttl, t, unit)?,
+                Some(t) => lease(OptionName::Ttl, t, unit)?,
                 None => DEFAULT_TTL,
             },
             auto_renew: self.auto_renew,
             max_hold: self
                 .max_hold
-                .map(|m| lease(Opt::MaxHold, m, unit))
+                .map(|m| lease(OptionName::MaxHold, m, unit))
                 .transpose()?,
             sync_replicas: self.sync_replicas.map(replica_count).transpose()?,
             fair: self.fair,
             queue_after: match self.queue_after {
-                Some(q) => option_span(Opt::QueueAfter, q, unit)?,
+                Some(q) => option_span(OptionName::QueueAfter, q, unit)?,
                 None => QUEUE_AFTER,
             },
         };
@@ -188,7 +188,7 @@ impl LockArgs {
     pub fn wait(&self) -> Result<Wait> {
         let timeout = self
             .timeout
-            .map(|t| option_span(Opt::Timeout, t, self.unit))
+            .map(|t| option_span(OptionName::Timeout, t, self.unit))
             .transpose()?;
         Ok(match (self.blocking, timeout) {
             (false, _) => Wait::Once,
@@ -203,7 +203,7 @@ impl LockArgs {
     /// process (so each face warns once, through its own warning mechanism);
     /// the options named as `spell` names them. Called once
     /// [`check`](Self::check) accepted the options.
-    pub fn long_ttl_warning(&self, spell: &dyn Fn(Opt) -> &'static str) -> Option<String> {
+    pub fn long_ttl_warning(&self, spell: &dyn Fn(OptionName) -> &'static str) -> Option<String> {
         static WARNED: AtomicBool = AtomicBool::new(false);
         self.long_ttl_warning_once(spell, &WARNED)
     }
@@ -211,19 +211,19 @@ impl LockArgs {
     /// [`long_ttl_warning`](Self::long_ttl_warning) with the "once" flag given.
     fn long_ttl_warning_once(
         &self,
-        spell: &dyn Fn(Opt) -> &'static str,
+        spell: &dyn Fn(OptionName) -> &'static str,
         warned: &AtomicBool,
     ) -> Option<String> {
         let message = self.long_ttl_message(spell)?;
         (!warned.swap(true, Ordering::Relaxed)).then_some(message)
     }
 
-    fn long_ttl_message(&self, spell: &dyn Fn(Opt) -> &'static str) -> Option<String> {
+    fn long_ttl_message(&self, spell: &dyn Fn(OptionName) -> &'static str) -> Option<String> {
         if self.allow_long_ttl || self.max_hold.is_some() {
             return None;
         }
         let given = self.ttl?;
-        let ttl = lease(Opt::Ttl, given, self.unit).ok()?;
+        let ttl = lease(OptionName::Ttl, given, self.unit).ok()?;
         if ttl <= LONG_TTL {
             return None;
         }
@@ -237,11 +237,11 @@ impl LockArgs {
             Unit::Seconds => "seconds",
             Unit::Millis => "milliseconds",
         };
-        let name = spell(Opt::Ttl);
+        let name = spell(OptionName::Ttl);
         Some(format!(
             "{name}={given} is a lease of {span}, as {name} counts {unit}; set {} or {} if a lease that long is meant",
-            spell(Opt::MaxHold),
-            spell(Opt::AllowLongTtl),
+            spell(OptionName::MaxHold),
+            spell(OptionName::AllowLongTtl),
         ))
     }
 }
@@ -373,7 +373,7 @@ impl Unit {
 /// counted as held (an acquisition would retry for ever on a free lock).
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
 
-fn too_short(option: Opt, given: impl std::fmt::Display) -> Error {
+fn too_short(option: OptionName, given: impl std::fmt::Display) -> Error {
     Error::invalid_option(
         option,
         format!(
@@ -385,7 +385,7 @@ fn too_short(option: Opt, given: impl std::fmt::Display) -> Error {
 
 /// A lease (ttl): finite, above zero, at most a year, at least
 /// [`MIN_LEASE`].
-pub fn lease(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
+pub fn lease(option: OptionName, value: f64, unit: Unit) -> Result<Duration> {
     if !value.is_finite() || value <= 0.0 {
         return Err(Error::invalid_option(
             option,
@@ -404,9 +404,9 @@ pub fn lease(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
 }
 
 /// An option that is a wait or a hold bound: see [`span`].
-pub(crate) fn option_span(option: Opt, value: f64, unit: Unit) -> Result<Duration> {
+pub(crate) fn option_span(option: OptionName, value: f64, unit: Unit) -> Result<Duration> {
     // Only a timeout has "forever" for its unset value.
-    if option == Opt::Timeout && value == f64::INFINITY {
+    if option == OptionName::Timeout && value == f64::INFINITY {
         return Err(Error::invalid_option(
             option,
             format!("must be finite (leave it unset to wait forever), got {value}"),
@@ -440,7 +440,7 @@ fn bounded(value: f64, unit: Unit) -> std::result::Result<Duration, String> {
 }
 
 /// A duration given directly in Rust: the same rules as [`lease`].
-pub(crate) fn lease_duration(option: Opt, d: Duration) -> Result<Duration> {
+pub(crate) fn lease_duration(option: OptionName, d: Duration) -> Result<Duration> {
     if d < MIN_LEASE {
         return Err(too_short(option, format!("{d:?}")));
     }
@@ -458,7 +458,7 @@ fn replica_count(k: f64) -> Result<u32> {
     // NaN and the infinities have no whole part either.
     if k.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&k) {
         return Err(Error::invalid_option(
-            Opt::SyncReplicas,
+            OptionName::SyncReplicas,
             format!("must be a whole number of replicas (1 or more), got {k}"),
         ));
     }
@@ -471,7 +471,7 @@ fn replica_count(k: f64) -> Result<u32> {
 fn replicas(k: u32) -> Result<()> {
     if k == 0 || k > 100 {
         return Err(Error::invalid_option(
-            Opt::SyncReplicas,
+            OptionName::SyncReplicas,
             format!("must be between 1 and 100, got {k}"),
         ));
     }
@@ -535,10 +535,10 @@ mod tests {
     #[test]
     fn leases_outside_the_sane_range_are_refused() {
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e12, 0.0000001] {
-            assert!(lease(Opt::Ttl, bad, Unit::Seconds).is_err(), "{bad}");
+            assert!(lease(OptionName::Ttl, bad, Unit::Seconds).is_err(), "{bad}");
         }
         assert_eq!(
-            lease(Opt::Ttl, 1500.0, Unit::Millis).unwrap(),
+            lease(OptionName::Ttl, 1500.0, Unit::Millis).unwrap(),
             Duration::from_millis(1500)
         );
     }
@@ -549,12 +549,13 @@ mod tests {
         for bad in [-0.1, f64::NAN, f64::INFINITY, 1e300] {
             assert!(span(bad, Unit::Seconds).is_err(), "{bad}");
         }
-        let timeout = option_span(Opt::Timeout, f64::INFINITY, Unit::Millis).unwrap_err();
+        let timeout = option_span(OptionName::Timeout, f64::INFINITY, Unit::Millis).unwrap_err();
         assert!(
             timeout.to_string().contains("unset to wait forever"),
             "{timeout}"
         );
-        let queue_after = option_span(Opt::QueueAfter, f64::INFINITY, Unit::Seconds).unwrap_err();
+        let queue_after =
+            option_span(OptionName::QueueAfter, f64::INFINITY, Unit::Seconds).unwrap_err();
         assert!(
             !queue_after.to_string().contains("forever"),
             "{queue_after}"
@@ -567,7 +568,7 @@ mod tests {
         for bad in [0.0, -1.0, 1.5, 101.0, f64::NAN, f64::INFINITY, 1e20] {
             let err = replica_count(bad).unwrap_err();
             assert!(
-                matches!(&err, Error::InvalidArgument(i) if i.option == Some(Opt::SyncReplicas)),
+                matches!(&err, Error::InvalidArgument(i) if i.option == Some(OptionName::SyncReplicas)),
                 "{bad}: {err:?}"
             );
         }
@@ -582,15 +583,15 @@ mod tests {
 
     #[test]
     fn a_lease_above_an_hour_is_warned_about_unless_it_is_meant() {
-        let spell: &dyn Fn(Opt) -> &'static str = &Opt::name;
+        let spell: &dyn Fn(OptionName) -> &'static str = &OptionName::name;
         let message = long_ttl(10_000.0, Unit::Seconds).long_ttl_message(spell);
         assert_eq!(
             message.as_deref(),
             Some("ttl=10000 is a lease of 2.8 hours, as ttl counts seconds; set max_hold or allow_long_ttl if a lease that long is meant")
         );
-        let node = |o: Opt| match o {
-            Opt::Ttl => "ttlMs",
-            Opt::MaxHold => "maxHoldMs",
+        let node = |o: OptionName| match o {
+            OptionName::Ttl => "ttlMs",
+            OptionName::MaxHold => "maxHoldMs",
             _ => "allowLongTtl",
         };
         let message = long_ttl(3.0 * 24.0 * 3600e3, Unit::Millis).long_ttl_message(&node);
@@ -618,7 +619,7 @@ mod tests {
 
     #[test]
     fn a_long_lease_is_warned_about_once_per_process() {
-        let spell: &dyn Fn(Opt) -> &'static str = &Opt::name;
+        let spell: &dyn Fn(OptionName) -> &'static str = &OptionName::name;
         let warned = AtomicBool::new(false);
         let long = long_ttl(10_000.0, Unit::Seconds);
         let short = long_ttl(30.0, Unit::Seconds);

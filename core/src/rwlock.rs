@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::kind::Kind;
 use crate::lock::Lock;
-use crate::redis::scripts::SharedState;
+use crate::redis::scripts::ManyHolderState;
 
 #[derive(Clone, Debug)]
 pub struct RwLock {
@@ -50,7 +50,7 @@ impl RwLock {
     }
 
     /// Readers, writer and waiters in Redis (one round trip).
-    pub async fn state(&self) -> Result<SharedState> {
-        self.write.shared_state().await
+    pub async fn state(&self) -> Result<ManyHolderState> {
+        self.write.many_holder_state().await
     }
 }

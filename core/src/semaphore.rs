@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::kind::Kind;
 use crate::lock::{Acquired, Lock};
 use crate::options::Wait;
-use crate::redis::scripts::SharedState;
+use crate::redis::scripts::ManyHolderState;
 
 #[derive(Clone, Debug)]
 pub struct Semaphore {
@@ -66,8 +66,8 @@ impl Semaphore {
     }
 
     /// Holders, permits and waiters in Redis (one round trip).
-    pub async fn state(&self) -> Result<SharedState> {
-        self.lock.shared_state().await
+    pub async fn state(&self) -> Result<ManyHolderState> {
+        self.lock.many_holder_state().await
     }
 
     /// Permits free now (one round trip).

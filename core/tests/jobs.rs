@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use rlock_core::{Client, Error, JobOptions, LostReason, Opt};
+use rlock_core::{Client, Error, JobOptions, LostReason, OptionName};
 use rlock_test_support::{behind_proxy, eventually, Cut, RedisServer};
 
 /// The SHA `extend.lua` is sent by (the core joins each file of a script
@@ -172,11 +172,11 @@ async fn bad_bounds_are_refused_before_any_io() {
             JobOptions::default()
                 .at_most(Duration::from_secs(10))
                 .at_least(Duration::from_secs(20)),
-            Opt::AtLeast,
+            OptionName::AtLeast,
         ),
         (
             JobOptions::default().at_most(Duration::from_millis(5)),
-            Opt::AtMost,
+            OptionName::AtMost,
         ),
     ] {
         match client.start_job("report", options).await {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Commands;
-use rlock_core::{Client, Error, LockOptions, Opt, Wait};
+use rlock_core::{Client, Error, LockOptions, OptionName, Wait};
 use rlock_test_support::{finished, until, RedisServer};
 
 fn options(ttl: Duration) -> LockOptions {
@@ -169,7 +169,7 @@ async fn bad_permits_are_typed_errors_and_write_nothing() {
             .semaphore("bad", n, LockOptions::default())
             .unwrap_err();
         assert!(
-            matches!(&e, Error::InvalidArgument(i) if i.option == Some(Opt::Permits)),
+            matches!(&e, Error::InvalidArgument(i) if i.option == Some(OptionName::Permits)),
             "{e}"
         );
     }
@@ -177,7 +177,7 @@ async fn bad_permits_are_typed_errors_and_write_nothing() {
     for take in [0, 4] {
         let e = sem.acquire(take, Wait::Once).await.unwrap_err();
         assert!(
-            matches!(&e, Error::InvalidArgument(i) if i.option == Some(Opt::Take)),
+            matches!(&e, Error::InvalidArgument(i) if i.option == Some(OptionName::Take)),
             "{e}"
         );
     }
@@ -194,13 +194,13 @@ async fn bad_permits_are_typed_errors_and_write_nothing() {
     assert_eq!(same_owner.lock().owner(), sem.lock().owner());
     let e = same_owner.acquire(1, Wait::Once).await.unwrap_err();
     assert!(
-        matches!(&e, Error::InvalidArgument(i) if i.option == Some(Opt::Permits)),
+        matches!(&e, Error::InvalidArgument(i) if i.option == Some(OptionName::Permits)),
         "{e}"
     );
     // A re-entry asks the same number of permits.
     let e = sem.acquire(2, Wait::Once).await.unwrap_err();
     assert!(
-        matches!(&e, Error::InvalidArgument(i) if i.option == Some(Opt::Take)),
+        matches!(&e, Error::InvalidArgument(i) if i.option == Some(OptionName::Take)),
         "{e}"
     );
     assert_eq!(sem.acquire(1, Wait::Once).await.unwrap().count, 2);
@@ -271,7 +271,7 @@ async fn waiters_are_never_served_under_another_users_size() {
     assert_eq!(state.size, Some(2), "{state:?}");
     assert_eq!(state.used(), 2, "{state:?}");
     assert!(
-        matches!(&refused, Err(Error::InvalidArgument(i)) if i.option == Some(Opt::Permits)),
+        matches!(&refused, Err(Error::InvalidArgument(i)) if i.option == Some(OptionName::Permits)),
         "{refused:?}"
     );
     for sem in held {

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use rlock_core::{validate, Client, ClientOptions, Error, LockArgs, LockOptions, Opt, Unit, Wait};
+use rlock_core::{
+    validate, Client, ClientOptions, Error, LockArgs, LockOptions, OptionName, Unit, Wait,
+};
 use rlock_test_support::RedisServer;
 
 fn is_invalid<T: std::fmt::Debug>(r: Result<T, Error>) -> bool {
@@ -11,7 +13,7 @@ fn is_invalid<T: std::fmt::Debug>(r: Result<T, Error>) -> bool {
 }
 
 /// The option the check of `args` refused, if it refused one.
-fn refused(args: LockArgs) -> Option<Opt> {
+fn refused(args: LockArgs) -> Option<OptionName> {
     match args.check() {
         Err(Error::InvalidArgument(invalid)) => invalid.option,
         _ => None,
@@ -47,7 +49,7 @@ async fn every_bad_argument_is_refused_before_any_io() {
                 ttl: Some(ttl),
                 ..seconds
             }),
-            Some(Opt::Ttl),
+            Some(OptionName::Ttl),
             "ttl {ttl}"
         );
         assert_eq!(
@@ -55,7 +57,7 @@ async fn every_bad_argument_is_refused_before_any_io() {
                 ttl: Some(ttl * 1000.0),
                 ..millis
             }),
-            Some(Opt::Ttl),
+            Some(OptionName::Ttl),
             "ttl {ttl} s in milliseconds"
         );
     }
@@ -64,14 +66,22 @@ async fn every_bad_argument_is_refused_before_any_io() {
             max_hold: Some(max_hold),
             ..seconds
         };
-        assert_eq!(refused(args), Some(Opt::MaxHold), "max_hold {max_hold}");
+        assert_eq!(
+            refused(args),
+            Some(OptionName::MaxHold),
+            "max_hold {max_hold}"
+        );
     }
     for timeout in [-0.001, f64::NAN, f64::NEG_INFINITY, f64::INFINITY] {
         let args = LockArgs {
             timeout: Some(timeout),
             ..seconds
         };
-        assert_eq!(refused(args), Some(Opt::Timeout), "timeout {timeout}");
+        assert_eq!(
+            refused(args),
+            Some(OptionName::Timeout),
+            "timeout {timeout}"
+        );
     }
     for replicas in [0.0, -1.0, 1.5, 101.0, f64::NAN] {
         let args = LockArgs {
@@ -80,7 +90,7 @@ async fn every_bad_argument_is_refused_before_any_io() {
         };
         assert_eq!(
             refused(args),
-            Some(Opt::SyncReplicas),
+            Some(OptionName::SyncReplicas),
             "sync_replicas {replicas}"
         );
     }
@@ -90,7 +100,7 @@ async fn every_bad_argument_is_refused_before_any_io() {
                 queue_after: Some(queue_after),
                 ..seconds
             }),
-            Some(Opt::QueueAfter),
+            Some(OptionName::QueueAfter),
             "queue_after {queue_after}"
         );
         let err = LockArgs {

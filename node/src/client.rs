@@ -7,7 +7,7 @@ use napi::bindgen_prelude::{Buffer, FnArgs, Function, JsObjectValue, Object, Pro
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
-use rlock_core::{validate, Client, ClientOptions, Opt, Wait};
+use rlock_core::{validate, Client, ClientOptions, OptionName, Wait};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::cache::{self, CacheRead};
@@ -112,7 +112,7 @@ impl NativeClient {
         owner: String,
     ) -> napi::Result<NativeSemaphore> {
         self.made(env, options, |options, wait| {
-            let permits = permit_count(Opt::Permits, permits)?;
+            let permits = permit_count(OptionName::Permits, permits)?;
             let semaphore = self.inner.semaphore(&name, permits, options)?;
             let semaphore = semaphore.with_owner(&owner);
             Ok(NativeSemaphore::new(semaphore, wait, self.errors.clone()))

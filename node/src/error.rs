@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::{FnArgs, FunctionRef, Unknown};
 use napi::Env;
-use rlock_core::Opt;
+use rlock_core::OptionName;
 
 use crate::spelling::option_name;
 
@@ -27,7 +27,7 @@ pub enum Failure {
     /// An option of another type than its own (the core is only ever handed
     /// the right ones): a `TypeError` naming it.
     WrongType {
-        option: Opt,
+        option: OptionName,
         expected: &'static str,
         /// What `typeof` says the value given is (never the value: messages
         /// never echo what the caller passed).

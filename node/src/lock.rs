@@ -8,7 +8,7 @@ use napi::bindgen_prelude::{FnArgs, Function, PromiseRaw};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Status};
 use napi_derive::napi;
-use rlock_core::{validate, Lock, Opt, Unit, Wait};
+use rlock_core::{validate, Lock, OptionName, Unit, Wait};
 use tokio::sync::watch;
 
 use crate::error::{Errors, Failure};
@@ -134,7 +134,7 @@ impl NativeLock {
         ttl_ms: Option<f64>,
     ) -> napi::Result<PromiseRaw<'env, ()>> {
         let lock = self.lock.clone();
-        let ttl = ttl_ms.map(|t| validate::lease(Opt::Ttl, t, Unit::Millis));
+        let ttl = ttl_ms.map(|t| validate::lease(OptionName::Ttl, t, Unit::Millis));
         let extend = async move {
             // Checked before any I/O, reported as a rejection like every
             // other failure of an async method.

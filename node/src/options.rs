@@ -7,7 +7,7 @@
 use napi::bindgen_prelude::FromNapiValue;
 use napi::{check_status, sys};
 use napi_derive::napi;
-use rlock_core::{CacheArgs, JobArgs, LockArgs, Opt, Unit};
+use rlock_core::{CacheArgs, JobArgs, LockArgs, OptionName, Unit};
 
 use crate::error::Failure;
 
@@ -101,8 +101,8 @@ impl JobOptions {
     /// The bounds as the core's raw arguments, once each is of its type.
     pub fn args(self) -> Result<JobArgs, Failure> {
         Ok(JobArgs {
-            at_least: number(Opt::AtLeast, self.at_least_ms)?,
-            at_most: number(Opt::AtMost, self.at_most_ms)?,
+            at_least: number(OptionName::AtLeast, self.at_least_ms)?,
+            at_most: number(OptionName::AtMost, self.at_most_ms)?,
             ..JobArgs::new(Unit::Millis)
         })
     }
@@ -133,7 +133,7 @@ fn camel_case(snake: &str) -> String {
 }
 
 /// A number of permits as JS gives it (a float), checked by the core.
-pub fn permit_count(option: Opt, n: f64) -> Result<i64, Failure> {
+pub fn permit_count(option: OptionName, n: f64) -> Result<i64, Failure> {
     Ok(rlock_core::validate::whole_permits(option, n)?)
 }
 
@@ -151,14 +151,15 @@ impl LockOptions {
     pub fn args(self) -> Result<LockArgs, Failure> {
         let defaults = LockArgs::new(Unit::Millis);
         Ok(LockArgs {
-            ttl: number(Opt::Ttl, self.ttl_ms)?,
-            timeout: number(Opt::Timeout, self.timeout_ms)?,
-            auto_renew: flag(Opt::AutoRenew, self.auto_renew)?.unwrap_or(defaults.auto_renew),
-            max_hold: number(Opt::MaxHold, self.max_hold_ms)?,
-            sync_replicas: number(Opt::SyncReplicas, self.sync_replicas)?,
-            fair: flag(Opt::Fair, self.fair)?.unwrap_or(defaults.fair),
-            queue_after: number(Opt::QueueAfter, self.queue_after_ms)?,
-            allow_long_ttl: flag(Opt::AllowLongTtl, self.allow_long_ttl)?
+            ttl: number(OptionName::Ttl, self.ttl_ms)?,
+            timeout: number(OptionName::Timeout, self.timeout_ms)?,
+            auto_renew: flag(OptionName::AutoRenew, self.auto_renew)?
+                .unwrap_or(defaults.auto_renew),
+            max_hold: number(OptionName::MaxHold, self.max_hold_ms)?,
+            sync_replicas: number(OptionName::SyncReplicas, self.sync_replicas)?,
+            fair: flag(OptionName::Fair, self.fair)?.unwrap_or(defaults.fair),
+            queue_after: number(OptionName::QueueAfter, self.queue_after_ms)?,
+            allow_long_ttl: flag(OptionName::AllowLongTtl, self.allow_long_ttl)?
                 .unwrap_or(defaults.allow_long_ttl),
             ..defaults
         })
@@ -169,19 +170,19 @@ impl CacheOptions {
     /// The options as the core's raw arguments, once each is of its type.
     /// `ttlMs` is required: absent, it is the wrong type (`undefined`).
     pub fn args(self) -> Result<CacheArgs, Failure> {
-        let ttl = match number(Opt::Ttl, self.ttl_ms)? {
+        let ttl = match number(OptionName::Ttl, self.ttl_ms)? {
             Some(ttl) => ttl,
-            None => return Err(wrong_type(Opt::Ttl, "a number", "undefined")),
+            None => return Err(wrong_type(OptionName::Ttl, "a number", "undefined")),
         };
         Ok(CacheArgs {
             ttl: Some(ttl),
-            stale: number(Opt::Stale, self.stale_ms)?,
-            none_ttl: number(Opt::NoneTtl, self.none_ttl_ms)?,
-            jitter: number(Opt::Jitter, self.jitter)?,
-            early: number(Opt::Early, self.early)?,
-            timeout: number(Opt::Timeout, self.timeout_ms)?,
-            on_error: text(Opt::OnError, self.on_error)?,
-            lock_ttl: number(Opt::LockTtl, self.lock_ttl_ms)?,
+            stale: number(OptionName::Stale, self.stale_ms)?,
+            none_ttl: number(OptionName::NoneTtl, self.none_ttl_ms)?,
+            jitter: number(OptionName::Jitter, self.jitter)?,
+            early: number(OptionName::Early, self.early)?,
+            timeout: number(OptionName::Timeout, self.timeout_ms)?,
+            on_error: text(OptionName::OnError, self.on_error)?,
+            lock_ttl: number(OptionName::LockTtl, self.lock_ttl_ms)?,
             ..CacheArgs::new(Unit::Millis)
         })
     }
@@ -240,7 +241,7 @@ unsafe fn type_checked<T: FromNapiValue>(
     Ok(TypeChecked(Err(type_of)))
 }
 
-fn wrong_type(option: Opt, expected: &'static str, got: &'static str) -> Failure {
+fn wrong_type(option: OptionName, expected: &'static str, got: &'static str) -> Failure {
     Failure::WrongType {
         option,
         expected,
@@ -249,7 +250,7 @@ fn wrong_type(option: Opt, expected: &'static str, got: &'static str) -> Failure
 }
 
 /// A number option: unset when absent (`null` is a wrong type).
-fn number(option: Opt, given: Option<TypeChecked<f64>>) -> Result<Option<f64>, Failure> {
+fn number(option: OptionName, given: Option<TypeChecked<f64>>) -> Result<Option<f64>, Failure> {
     match given {
         None => Ok(None),
         Some(TypeChecked(Ok(n))) => Ok(Some(n)),
@@ -258,7 +259,7 @@ fn number(option: Opt, given: Option<TypeChecked<f64>>) -> Result<Option<f64>, F
 }
 
 /// A string option: unset when absent (`null` is a wrong type).
-fn text(option: Opt, given: Option<TypeChecked<String>>) -> Result<Option<String>, Failure> {
+fn text(option: OptionName, given: Option<TypeChecked<String>>) -> Result<Option<String>, Failure> {
     match given {
         None => Ok(None),
         Some(TypeChecked(Ok(s))) => Ok(Some(s)),
@@ -267,7 +268,7 @@ fn text(option: Opt, given: Option<TypeChecked<String>>) -> Result<Option<String
 }
 
 /// A boolean option: unset when absent or `null` (as `??` reads it).
-fn flag(option: Opt, given: Option<TypeChecked<bool>>) -> Result<Option<bool>, Failure> {
+fn flag(option: OptionName, given: Option<TypeChecked<bool>>) -> Result<Option<bool>, Failure> {
     match given {
         None | Some(TypeChecked(Err("null"))) => Ok(None),
         Some(TypeChecked(Ok(b))) => Ok(Some(b)),

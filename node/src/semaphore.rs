@@ -8,7 +8,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
-use rlock_core::{Opt, Semaphore, Wait};
+use rlock_core::{OptionName, Semaphore, Wait};
 
 use crate::error::{Errors, Failure};
 use crate::lock::{LostWatch, NativeLock};
@@ -40,7 +40,12 @@ impl NativeSemaphore {
     /// a whole number from 1 to the size).
     #[napi(catch_unwind)]
     pub fn lock(&self, env: &Env, take: f64) -> napi::Result<NativeLock> {
-        let lock = || Ok::<_, Failure>(self.semaphore.permits(permit_count(Opt::Take, take)?)?);
+        let lock = || {
+            Ok::<_, Failure>(
+                self.semaphore
+                    .permits(permit_count(OptionName::Take, take)?)?,
+            )
+        };
         let lock = lock().map_err(|f| self.errors.to_js(env, f))?;
         let (wait, errors, on_lost) = (self.wait, self.errors.clone(), self.on_lost.clone());
         Ok(NativeLock::watched_by(lock, wait, errors, on_lost))

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pyo3::IntoPyObjectExt;
-use rlock_core::{Error, Opt};
+use rlock_core::{Error, OptionName};
 
 /// What a native call can fail with: a core error, or a panic caught before it
 /// could reach Python as a `PanicException`.
@@ -32,7 +32,7 @@ impl Failure {
     }
 
     /// The exception, a bad option named as `spell` names it.
-    fn into_py_spelled(self, py: Python<'_>, spell: fn(Opt) -> &'static str) -> PyErr {
+    fn into_py_spelled(self, py: Python<'_>, spell: fn(OptionName) -> &'static str) -> PyErr {
         let e = match self {
             Failure::Panic(text) => {
                 return raise(
@@ -74,9 +74,9 @@ impl Failure {
 
 /// A lock option as Python names it: a keyword argument of `LockSpec()`
 /// (the core's own names), `Client.semaphore()` or a semaphore's `acquire()`.
-pub fn option_name(option: Opt) -> &'static str {
+pub fn option_name(option: OptionName) -> &'static str {
     match option {
-        Opt::Take => "n",
+        OptionName::Take => "n",
         _ => option.name(),
     }
 }
@@ -84,9 +84,9 @@ pub fn option_name(option: Opt) -> &'static str {
 /// A lock option as the lock factories (`Client.lock()` and the like) name
 /// it: the wait is `blocking_timeout=` there, as in redis-py, whose
 /// `timeout=` is the lease (`ttl=` here). `acquire()` keeps `timeout=`.
-pub fn factory_option_name(option: Opt) -> &'static str {
+pub fn factory_option_name(option: OptionName) -> &'static str {
     match option {
-        Opt::Timeout => "blocking_timeout",
+        OptionName::Timeout => "blocking_timeout",
         _ => option_name(option),
     }
 }
@@ -97,7 +97,7 @@ pub fn to_py(py: Python<'_>, e: Error) -> PyErr {
 }
 
 /// A core error as a Python exception, a bad option named as `spell` names it.
-pub fn to_py_spelled(py: Python<'_>, e: Error, spell: fn(Opt) -> &'static str) -> PyErr {
+pub fn to_py_spelled(py: Python<'_>, e: Error, spell: fn(OptionName) -> &'static str) -> PyErr {
     Failure::Core(e).into_py_spelled(py, spell)
 }
 

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
 use rlock_core::{
-    validate, Error, Kind, Lock as CoreLock, LockArgs, LockOptions, Opt, Unit, Wait, DEFAULT_TTL,
+    validate, Error, Kind, Lock as CoreLock, LockArgs, LockOptions, OptionName, Unit, Wait,
+    DEFAULT_TTL,
 };
 
 use crate::connection::ClientState;
@@ -215,7 +216,7 @@ impl Lock {
         ttl: Option<f64>,
     ) -> rlock_core::Result<impl Future<Output = rlock_core::Result<()>> + Send + 'static> {
         let ttl = ttl
-            .map(|t| validate::lease(Opt::Ttl, t, Unit::Seconds))
+            .map(|t| validate::lease(OptionName::Ttl, t, Unit::Seconds))
             .transpose()?;
         let lock = self.owned_by(unit);
         Ok(async move { lock.await?.extend(ttl).await })

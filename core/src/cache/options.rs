@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Opt, Result};
+use crate::error::{Error, OptionName, Result};
 use crate::options::{lease, lease_duration, option_span, span, LockOptions, Unit, DEFAULT_TTL};
 
 /// The share of an entry's ttl taken off at random by default, so entries
@@ -47,7 +47,7 @@ impl OnError {
             "share" => Ok(OnError::Share),
             "retry" => Ok(OnError::Retry),
             other => Err(Error::invalid_option(
-                Opt::OnError,
+                OptionName::OnError,
                 format!("must be \"share\" or \"retry\", got {other:?}"),
             )),
         }
@@ -131,21 +131,21 @@ impl CacheOptions {
 
     /// Options given directly in Rust: the same rules as [`CacheArgs::check`].
     pub(crate) fn check(&self) -> Result<()> {
-        lease_duration(Opt::Ttl, self.ttl)?;
+        lease_duration(OptionName::Ttl, self.ttl)?;
         if let Some(s) = self.stale {
             span(s.as_secs_f64(), Unit::Seconds)
-                .map_err(|problem| Error::invalid_option(Opt::Stale, problem))?;
+                .map_err(|problem| Error::invalid_option(OptionName::Stale, problem))?;
         }
         if let Some(n) = self.none_ttl {
-            lease_duration(Opt::NoneTtl, n)?;
+            lease_duration(OptionName::NoneTtl, n)?;
         }
         jitter(self.jitter)?;
         early(self.early)?;
         if let Some(t) = self.timeout {
             span(t.as_secs_f64(), Unit::Seconds)
-                .map_err(|problem| Error::invalid_option(Opt::Timeout, problem))?;
+                .map_err(|problem| Error::invalid_option(OptionName::Timeout, problem))?;
         }
-        lock_ttl(lease_duration(Opt::LockTtl, self.lock_ttl)?)?;
+        lock_ttl(lease_duration(OptionName::LockTtl, self.lock_ttl)?)?;
         Ok(())
     }
 
@@ -198,17 +198,17 @@ impl CacheArgs {
     pub fn check(&self) -> Result<CacheOptions> {
         let unit = self.unit;
         let ttl = match self.ttl {
-            Some(t) => lease(Opt::Ttl, t, unit)?,
+            Some(t) => lease(OptionName::Ttl, t, unit)?,
             None => {
                 return Err(Error::invalid_option(
-                    Opt::Ttl,
+                    OptionName::Ttl,
                     "must be given: how long an entry stays fresh",
                 ))
             }
         };
         let stale = self
             .stale
-            .map(|s| option_span(Opt::Stale, s, unit))
+            .map(|s| option_span(OptionName::Stale, s, unit))
             .transpose()?
             .filter(|s| !s.is_zero());
         let options = CacheOptions {
@@ -216,20 +216,20 @@ impl CacheArgs {
             stale,
             none_ttl: self
                 .none_ttl
-                .map(|n| lease(Opt::NoneTtl, n, unit))
+                .map(|n| lease(OptionName::NoneTtl, n, unit))
                 .transpose()?,
             jitter: self.jitter.map_or(Ok(DEFAULT_JITTER), jitter)?,
             early: self.early.map_or(Ok(DEFAULT_EARLY), early)?,
             timeout: self
                 .timeout
-                .map(|t| option_span(Opt::Timeout, t, unit))
+                .map(|t| option_span(OptionName::Timeout, t, unit))
                 .transpose()?,
             on_error: self
                 .on_error
                 .as_deref()
                 .map_or(Ok(OnError::Share), OnError::parse)?,
             lock_ttl: match self.lock_ttl {
-                Some(l) => lock_ttl(lease(Opt::LockTtl, l, unit)?)?,
+                Some(l) => lock_ttl(lease(OptionName::LockTtl, l, unit)?)?,
                 None => DEFAULT_TTL,
             },
         };
@@ -242,7 +242,7 @@ fn lock_ttl(lease: Duration) -> Result<Duration> {
         return Ok(lease);
     }
     Err(Error::invalid_option(
-        Opt::LockTtl,
+        OptionName::LockTtl,
         format!("must be at least {MIN_LOCK_TTL:?}, got {lease:?}"),
     ))
 }
@@ -252,7 +252,7 @@ fn jitter(share: f64) -> Result<f64> {
         return Ok(share);
     }
     Err(Error::invalid_option(
-        Opt::Jitter,
+        OptionName::Jitter,
         format!("must be a share of the ttl from 0 to below 1, got {share}"),
     ))
 }
@@ -262,7 +262,7 @@ fn early(beta: f64) -> Result<f64> {
         return Ok(beta);
     }
     Err(Error::invalid_option(
-        Opt::Early,
+        OptionName::Early,
         format!("must be a number from 0 (never early) to {MAX_EARLY}, got {beta}"),
     ))
 }
@@ -289,7 +289,7 @@ mod tests {
         a.check()
     }
 
-    fn option_of(r: Result<CacheOptions>) -> Option<Opt> {
+    fn option_of(r: Result<CacheOptions>) -> Option<OptionName> {
         match r {
             Err(Error::InvalidArgument(i)) => i.option,
             other => panic!("expected an invalid argument, got {other:?}"),
@@ -313,33 +313,45 @@ mod tests {
 
     #[test]
     fn each_bad_option_is_named() {
-        assert_eq!(option_of(args(|a| a.ttl = None)), Some(Opt::Ttl));
+        assert_eq!(option_of(args(|a| a.ttl = None)), Some(OptionName::Ttl));
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            assert_eq!(option_of(args(|a| a.ttl = Some(bad))), Some(Opt::Ttl));
+            assert_eq!(
+                option_of(args(|a| a.ttl = Some(bad))),
+                Some(OptionName::Ttl)
+            );
         }
-        assert_eq!(option_of(args(|a| a.stale = Some(-1.0))), Some(Opt::Stale));
+        assert_eq!(
+            option_of(args(|a| a.stale = Some(-1.0))),
+            Some(OptionName::Stale)
+        );
         assert_eq!(
             option_of(args(|a| a.none_ttl = Some(0.0))),
-            Some(Opt::NoneTtl)
+            Some(OptionName::NoneTtl)
         );
         for bad in [-0.1, 1.0, f64::NAN] {
-            assert_eq!(option_of(args(|a| a.jitter = Some(bad))), Some(Opt::Jitter));
+            assert_eq!(
+                option_of(args(|a| a.jitter = Some(bad))),
+                Some(OptionName::Jitter)
+            );
         }
         for bad in [-1.0, 101.0, f64::NAN] {
-            assert_eq!(option_of(args(|a| a.early = Some(bad))), Some(Opt::Early));
+            assert_eq!(
+                option_of(args(|a| a.early = Some(bad))),
+                Some(OptionName::Early)
+            );
         }
         assert_eq!(
             option_of(args(|a| a.on_error = Some("raise".into()))),
-            Some(Opt::OnError)
+            Some(OptionName::OnError)
         );
         assert_eq!(
             option_of(args(|a| a.timeout = Some(-2.0))),
-            Some(Opt::Timeout)
+            Some(OptionName::Timeout)
         );
         for bad in [0.0, 0.05] {
             assert_eq!(
                 option_of(args(|a| a.lock_ttl = Some(bad))),
-                Some(Opt::LockTtl)
+                Some(OptionName::LockTtl)
             );
         }
     }

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{ClientInfo, Inspection, Listed, Party, SharedInspection};
+use super::{ClientInfo, Inspection, Listed, ManyHolderInspection, Owner};
 use crate::redis::scripts::{Holder, LockState};
 
 impl Inspection {
@@ -16,8 +16,8 @@ impl Inspection {
     /// or `permits`, and its `count`, `fence` and `ttl_ms`.
     pub fn to_json(&self) -> Value {
         let mut out = state(&self.name, &self.state);
-        out["holder"] = self.holder.as_ref().map_or(Value::Null, Party::to_json);
-        out["waiters"] = self.waiters.iter().map(Party::to_json).collect();
+        out["holder"] = self.holder.as_ref().map_or(Value::Null, Owner::to_json);
+        out["waiters"] = self.waiters.iter().map(Owner::to_json).collect();
         out["rwlock"] = self.rwlock.as_ref().map_or(Value::Null, |rw| {
             let s = &rw.state;
             json!({
@@ -43,8 +43,8 @@ impl Inspection {
     }
 }
 
-/// Each holding of `inspected` as its party, with what `kind` says of it.
-fn held_by(inspected: &SharedInspection, kind: impl Fn(&Holder) -> Value) -> Value {
+/// Each holding of `inspected` as its owner, with what `kind` says of it.
+fn held_by(inspected: &ManyHolderInspection, kind: impl Fn(&Holder) -> Value) -> Value {
     inspected
         .state
         .holders
@@ -71,7 +71,7 @@ impl Listed {
     }
 }
 
-impl Party {
+impl Owner {
     /// `{owner, client_id, unit, client, waited_ms}`; `client` is `null`
     /// when its client left no registration, `waited_ms` `null` for a holder.
     pub fn to_json(&self) -> Value {

@@ -161,7 +161,7 @@ impl<'a> Waiter<'a> {
         // whom a release serves is decided there (enough waiters for the
         // permits it frees, every reader up to a writer), and a newcomer
         // passes the line only as the script allows (see `fair` there).
-        let fair = lock.options.fair || lock.keys.family.is_shared();
+        let fair = lock.options.fair || lock.keys.family.is_many_holder();
         let keeps_line = !context.deployment.is_redlock();
         let waiter_channel = (keeps_line && !wait.is_once() && context.waiters.listens_at_all())
             .then(|| lock.keys.waiter_channel(&context.id));

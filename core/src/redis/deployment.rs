@@ -10,8 +10,8 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use super::endpoint::{AcquireRequest, Member, ReleaseOf};
-use super::scripts::{owner_checked, AcquireReply, LockState, SharedState};
-use crate::error::{Error, NotOwnedReason, Opt, Result};
+use super::scripts::{owner_checked, AcquireReply, LockState, ManyHolderState};
+use crate::error::{Error, NotOwnedReason, OptionName, Result};
 use crate::keys::Keys;
 
 /// The answer to an acquire request.
@@ -83,7 +83,7 @@ impl Deployment {
     /// Why an attempt could not take a lock whose key `bad` (an index in
     /// `acquire.lua`'s KEYS) holds a value of another type.
     fn wrong_type(&self, keys: &Keys, bad: usize) -> Option<String> {
-        let key = match (keys.family.is_shared(), bad) {
+        let key = match (keys.family.is_many_holder(), bad) {
             (_, 1) => &keys.lock,
             (false, 2) | (true, 3) => &keys.fence,
             (false, 3) | (true, 4) => &keys.queue,
@@ -219,14 +219,14 @@ impl Deployment {
                 AcquireReply::SizeDiffers { stored } => {
                     let (_, asked) = req.kind.asked();
                     Err(Error::invalid_option(
-                        Opt::Permits,
+                        OptionName::Permits,
                         format!("is {asked}, but this semaphore's holders use {stored}: every user of one semaphore gives the same number"),
                     ))
                 }
                 AcquireReply::PermitsDiffer { held } => {
                     let (asked, _) = req.kind.asked();
                     Err(Error::invalid_option(
-                        Opt::Take,
+                        OptionName::Take,
                         format!("is {asked}, but this owner holds the semaphore with {held} permits already: a re-entry takes the same number"),
                     ))
                 }
@@ -516,7 +516,7 @@ impl Deployment {
 
     /// The state of a read-write lock or semaphore (one deployment: they
     /// refuse Redlock).
-    pub(crate) async fn inspect_many_holder(&self, keys: &Keys) -> Result<SharedState> {
+    pub(crate) async fn inspect_many_holder(&self, keys: &Keys) -> Result<ManyHolderState> {
         let member = &self.members[0];
         member
             .inspect_many_holder(keys)

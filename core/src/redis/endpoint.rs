@@ -17,7 +17,7 @@ use redis::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::scripts::{
-    is_noscript, shared, AcquireReply, Call, InspectReply, LockState, SharedState, ACQUIRE,
+    is_noscript, many, AcquireReply, Call, InspectReply, LockState, ManyHolderState, ACQUIRE,
     DEQUEUE, EXTEND, INSPECT, LINE_SHOWN, RELEASE,
 };
 use crate::keys::Keys;
@@ -587,7 +587,7 @@ impl Member {
     ) -> RedisResult<(AcquireReply, Option<u32>)> {
         let keys = req.keys;
         let lease_ms = req.lease.as_millis() as u64;
-        let many_holder = keys.family.is_shared();
+        let many_holder = keys.family.is_many_holder();
         let mutex_keys = [
             keys.lock.as_str(),
             &keys.fence,
@@ -596,7 +596,7 @@ impl Member {
             &keys.legacy_fence,
         ];
         let mut call = match many_holder {
-            true => shared::ACQUIRE.call(&many_holder_keys(keys)),
+            true => many::ACQUIRE.call(&many_holder_keys(keys)),
             false => ACQUIRE.call(&mutex_keys),
         }
         .arg(req.owner)
@@ -646,8 +646,8 @@ impl Member {
         lease_ms: u64,
         of: ReleaseOf,
     ) -> RedisResult<i64> {
-        let call = match keys.family.is_shared() {
-            true => shared::RELEASE.call(&many_holder_keys(keys)),
+        let call = match keys.family.is_many_holder() {
+            true => many::RELEASE.call(&many_holder_keys(keys)),
             false => RELEASE.call(&[
                 &keys.lock,
                 &keys.channel,
@@ -689,8 +689,8 @@ impl Member {
     /// `dequeue.lua` (idempotent): a waiter leaves the line; the fencing token
     /// when the lock had been handed to it meanwhile.
     pub(crate) async fn dequeue(&self, keys: &Keys, owner: &str) -> RedisResult<Option<u64>> {
-        let call = match keys.family.is_shared() {
-            true => shared::DEQUEUE
+        let call = match keys.family.is_many_holder() {
+            true => many::DEQUEUE
                 .call(&many_holder_keys(keys))
                 .arg(owner)
                 .arg(self.publish_command())
@@ -745,14 +745,14 @@ impl Member {
         }
     }
 
-    /// `shared/inspect.lua`.
-    pub(crate) async fn inspect_many_holder(&self, keys: &Keys) -> RedisResult<SharedState> {
-        let call = shared::INSPECT.call(&many_holder_keys(keys));
+    /// `many/inspect.lua`.
+    pub(crate) async fn inspect_many_holder(&self, keys: &Keys) -> RedisResult<ManyHolderState> {
+        let call = many::INSPECT.call(&many_holder_keys(keys));
         let reply: Vec<Value> = match self.call(&call).await {
             Err(e) if is_transient(&e) => self.call(&call).await?,
             other => other?,
         };
-        SharedState::from_reply(&reply).ok_or_else(|| {
+        ManyHolderState::from_reply(&reply).ok_or_else(|| {
             redis::RedisError::from((
                 redis::ErrorKind::Parse,
                 "unexpected script reply",
@@ -906,8 +906,8 @@ fn extend_call<'a>(
     fence: u64,
     named: Named,
 ) -> Call<'a> {
-    match (keys.family.is_shared(), named) {
-        (true, _) => shared::EXTEND.call(&[&keys.lock, &keys.until]),
+    match (keys.family.is_many_holder(), named) {
+        (true, _) => many::EXTEND.call(&[&keys.lock, &keys.until]),
         (false, Named::AllKeys) => EXTEND.call(&[&keys.lock, &keys.forced]),
         (false, Named::LockAlone) => EXTEND.call(&[&keys.lock]),
     }
@@ -920,7 +920,7 @@ fn extend_call<'a>(
 /// renewed by owner alone, as before (only a mutex holding can be ended by
 /// force).
 fn renewed(keys: &Keys, fence: u64) -> u64 {
-    if keys.family.is_shared() {
+    if keys.family.is_many_holder() {
         0
     } else {
         fence

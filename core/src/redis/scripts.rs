@@ -103,7 +103,7 @@ pub(crate) static REGISTER: Lua = lua!("common.lua", "client/register.lua");
 
 /// The scripts of a lock many holders share: a read-write lock or a
 /// semaphore (`core/lua/many/`).
-pub(crate) mod shared {
+pub(crate) mod many {
     use super::*;
 
     pub(crate) static ACQUIRE: Lua = lua!(
@@ -158,11 +158,11 @@ fn every_script() -> [(&'static str, &'static Lua); 15] {
         ("mutex inspect", &INSPECT),
         ("mutex dequeue", &DEQUEUE),
         ("client register", &REGISTER),
-        ("many acquire", &shared::ACQUIRE),
-        ("many release", &shared::RELEASE),
-        ("many extend", &shared::EXTEND),
-        ("many inspect", &shared::INSPECT),
-        ("many dequeue", &shared::DEQUEUE),
+        ("many acquire", &many::ACQUIRE),
+        ("many release", &many::RELEASE),
+        ("many extend", &many::EXTEND),
+        ("many inspect", &many::INSPECT),
+        ("many dequeue", &many::DEQUEUE),
         ("cache read", &cached::READ),
         ("cache write", &cached::WRITE),
         ("cache fail", &cached::FAIL),
@@ -308,7 +308,7 @@ impl LockState {
     }
 }
 
-/// One holding of a read-write lock or semaphore, as `shared/inspect.lua`
+/// One holding of a read-write lock or semaphore, as `many/inspect.lua`
 /// reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
@@ -332,7 +332,7 @@ impl Holder {
 
 /// The state of a read-write lock or semaphore.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SharedState {
+pub struct ManyHolderState {
     /// A semaphore's size as stored while anyone holds it.
     pub size: Option<u32>,
     /// Every holding whose lease has not ended.
@@ -346,7 +346,7 @@ pub struct SharedState {
     pub foreign: bool,
 }
 
-impl SharedState {
+impl ManyHolderState {
     /// The permits held (a semaphore).
     pub fn used(&self) -> u32 {
         self.holders.iter().map(|h| h.permits).sum()
@@ -369,7 +369,7 @@ impl SharedState {
         }
         let size = int(0)?;
         let counter = int(2)?;
-        Some(SharedState {
+        Some(ManyHolderState {
             size: u32::try_from(size).ok().filter(|s| *s > 0),
             holders,
             waiting: u32::try_from(int(1)?).unwrap_or(0),
