@@ -173,8 +173,13 @@ async fn each_redlock_master_folds_its_own_legacy_counter() {
     }
     assert!(folded >= 2, "a majority issued the token");
     lock.release().await.unwrap();
+    // Again the largest of a majority's counters, each folded once: a
+    // master left out the first time still issues its legacy counter + 1,
+    // so under Redlock the second token may be the smaller one (tokens are
+    // not a global order there; docs/deployments.md).
     let second = lock.acquire(Wait::Once).await.unwrap().fencing_token;
-    assert!([302, 502].contains(&second), "{second}");
+    assert!([301, 302, 501, 502].contains(&second), "{second}");
+    assert_ne!(second, first);
 }
 
 #[tokio::test]
