@@ -156,9 +156,7 @@ impl Drop for Job {
     fn drop(&mut self) {
         if let Some(lock) = self.lock.take() {
             let runtime = lock.client().context.runtime().clone();
-            runtime.spawn(async move {
-                let _ = lock.release().await;
-            });
+            runtime.spawn(async move { lock.release_persistently().await });
         }
     }
 }

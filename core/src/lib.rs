@@ -64,6 +64,13 @@ pub use telemetry::metrics::{Stats, Timings, BUCKETS};
 pub use telemetry::Event;
 pub use url::{sentinel_url_from_settings, url_from_settings, ServerSettings};
 
+/// The scripts the core sends, by name, as it sends them: for tests that
+/// fault the requests of one script by the SHA they carry.
+#[doc(hidden)]
+pub mod script {
+    pub use crate::redis::scripts::{sha, source};
+}
+
 /// Every argument check of the faces, run before any I/O, beyond a lock's
 /// options (see [`LockArgs::check`]): the name, a lease given to `extend`,
 /// the prefix and the server URL.

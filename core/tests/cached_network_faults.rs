@@ -13,16 +13,12 @@ use std::time::Duration;
 
 use redis::Commands;
 use rlock_core::{Cache, CacheKeys, CacheOptions, Client, Error, OnError, Read, Rebuild, Stored};
-use rlock_test_support::{behind_proxy, finished, until, Cut, FaultProxy, RedisServer};
+use rlock_test_support::{behind_proxy, finished, script, until, Cut, FaultProxy, RedisServer};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-const COMMON: &str = include_str!("../lua/common.lua");
-const LIB: &str = include_str!("../lua/cache/lib.lua");
-
-/// The cache scripts, loaded into the server, by the SHA their calls carry.
-/// Loaded first, a call the proxy cuts after forwarding it is run by Redis,
-/// not answered NOSCRIPT (and sent again as EVAL, which carries no SHA).
+/// The cache scripts, loaded into the server, by the SHA their calls carry
+/// (see `rlock_test_support::script`).
 struct Scripts {
     read: Vec<u8>,
     write: Vec<u8>,
@@ -32,44 +28,13 @@ struct Scripts {
 
 impl Scripts {
     fn load(server: &RedisServer) -> Self {
-        // As the core joins them: `common.lua`, then `cache/lib.lua`, each
-        // file ended with a newline.
-        let load = |script: &str| -> Vec<u8> {
-            let source = format!("{COMMON}\n{LIB}\n{script}\n");
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(&source)
-                .query(&mut server.conn())
-                .unwrap();
-            sha.into_bytes()
-        };
         Scripts {
-            read: load(include_str!("../lua/cache/read.lua")),
-            write: load(include_str!("../lua/cache/write.lua")),
-            fail: load(include_str!("../lua/cache/fail.lua")),
-            invalidate: load(include_str!("../lua/cache/invalidate.lua")),
+            read: script(server, "cache read"),
+            write: script(server, "cache write"),
+            fail: script(server, "cache fail"),
+            invalidate: script(server, "cache invalidate"),
         }
     }
-}
-
-/// The mutex's scripts a rebuild lock is renewed and released by, as the
-/// core sends them (after the helpers they call, each file ended with a
-/// newline).
-const EXTEND: &[&str] = &[
-    include_str!("../lua/mutex/holding.lua"),
-    include_str!("../lua/mutex/extend.lua"),
-];
-const RELEASE: &[&str] = &[
-    include_str!("../lua/common.lua"),
-    include_str!("../lua/mutex/holding.lua"),
-    include_str!("../lua/mutex/queue.lua"),
-    include_str!("../lua/mutex/release.lua"),
-];
-
-/// The SHA a script of the mutex is sent by.
-fn mutex_sha(files: &[&str]) -> Vec<u8> {
-    let source: String = files.iter().map(|f| format!("{f}\n")).collect();
-    redis::Script::new(&source).get_hash().as_bytes().to_vec()
 }
 
 /// Entries fresh for a minute, never refreshed early (no XFetch draw: what
@@ -451,7 +416,11 @@ struct Overtaken {
 
 async fn overtaken(key: &str) -> Overtaken {
     let (server, proxy, stalled) = behind_proxy().await;
-    proxy.cut_on(&mutex_sha(EXTEND), Cut::BeforeForward, usize::MAX);
+    proxy.cut_on(
+        &script(&server, "mutex extend"),
+        Cut::BeforeForward,
+        usize::MAX,
+    );
     let options = options().lock_ttl(Duration::from_millis(500));
     let first = loads(&stalled.cache(key, options.clone()).unwrap()).await;
     let lock = keys(key).rebuild.lock;
@@ -511,7 +480,7 @@ async fn a_rebuild_lock_whose_release_never_arrived_is_not_renewed_past_its_leas
     let rebuild = loads(&client.cache("quote", options().lock_ttl(lease)).unwrap()).await;
     // The write lands; the release after it never reaches Redis, nor does
     // its resend.
-    proxy.cut_on(&mutex_sha(RELEASE), Cut::BeforeForward, 2);
+    proxy.cut_on(&script(&server, "mutex release"), Cut::BeforeForward, 2);
     let outcome = rebuild.store(Some(b"42"), "bytes").await.unwrap();
     assert_eq!(outcome, Stored::Written);
     assert_eq!(proxy.cuts_done(), 2);
@@ -534,7 +503,11 @@ async fn a_rebuild_lock_whose_release_never_arrived_is_not_renewed_past_its_leas
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_never_gets_the_failure_of_a_rebuild_overtaken_past_its_lease() {
     let (server, proxy, zombie) = behind_proxy().await;
-    proxy.cut_on(&mutex_sha(EXTEND), Cut::BeforeForward, usize::MAX);
+    proxy.cut_on(
+        &script(&server, "mutex extend"),
+        Cut::BeforeForward,
+        usize::MAX,
+    );
     let options = options().lock_ttl(Duration::from_millis(500));
     let first = loads(&zombie.cache("quotes", options.clone()).unwrap()).await;
     let overtaken = first.fence();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use redis::Commands;
 use rlock_core::{Client, Error, Lock, LockOptions, Wait};
-use rlock_test_support::{behind_proxy, eventually, finished, Cut, RedisServer};
+use rlock_test_support::{behind_proxy, eventually, finished, script, Cut, RedisServer};
 
 #[derive(Debug, Clone, Copy)]
 enum Primitive {
@@ -36,15 +36,6 @@ fn options() -> LockOptions {
         .fair(true)
 }
 
-/// The SHA a script is sent by: its files joined, each ended with a newline.
-fn sha(files: &[&str]) -> Vec<u8> {
-    let joined: String = files.iter().map(|f| format!("{f}\n")).collect();
-    redis::Script::new(&joined).get_hash().as_bytes().to_vec()
-}
-
-const COMMON: &str = include_str!("../lua/common.lua");
-const QUEUE: &str = include_str!("../lua/mutex/queue.lua");
-
 impl Primitive {
     /// A new owner's handle of this primitive on `name` (a semaphore of one permit).
     fn handle(self, client: &Client, name: &str) -> Lock {
@@ -65,21 +56,11 @@ impl Primitive {
         }
     }
 
-    /// The SHA of the family's release script.
-    fn release_sha(self) -> Vec<u8> {
+    /// What a request of the family's release script carries.
+    fn release_script(self, server: &RedisServer) -> Vec<u8> {
         match self {
-            Primitive::Mutex => sha(&[
-                COMMON,
-                include_str!("../lua/mutex/holding.lua"),
-                QUEUE,
-                include_str!("../lua/mutex/release.lua"),
-            ]),
-            _ => sha(&[
-                COMMON,
-                QUEUE,
-                include_str!("../lua/many/lib.lua"),
-                include_str!("../lua/many/release.lua"),
-            ]),
+            Primitive::Mutex => script(server, "mutex release"),
+            _ => script(server, "many release"),
         }
     }
 
@@ -122,7 +103,7 @@ async fn a_nested_release_whose_reply_was_lost_is_answered_not_applied_twice() {
         lock.acquire(Wait::Once).await.unwrap();
         assert_eq!(lock.acquire(Wait::Once).await.unwrap().count, 2, "{p:?}");
         let before = proxy.cuts_done();
-        proxy.cut_on(&p.release_sha(), Cut::AfterForward, 1);
+        proxy.cut_on(&p.release_script(&server), Cut::AfterForward, 1);
         // Applied (2 -> 1), its reply lost, sent again.
         assert_eq!(lock.release().await.unwrap(), 1, "{p:?}");
         assert_eq!(proxy.cuts_done(), before + 1, "{p:?}: no reply was lost");

@@ -9,24 +9,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, Error, JobOptions, LostReason, OptionName};
-use rlock_test_support::{behind_proxy, eventually, Cut, RedisServer};
-
-/// The SHA `extend.lua` is sent by (the core joins each file of a script
-/// with a newline).
-fn extend_source() -> String {
-    format!(
-        "{}\n{}\n",
-        include_str!("../lua/mutex/holding.lua"),
-        include_str!("../lua/mutex/extend.lua")
-    )
-}
-
-fn extend_sha() -> Vec<u8> {
-    redis::Script::new(&extend_source())
-        .get_hash()
-        .as_bytes()
-        .to_vec()
-}
+use rlock_test_support::{behind_proxy, eventually, script, Cut, RedisServer};
 
 fn every(at_least_ms: u64) -> JobOptions {
     JobOptions::default().at_least(Duration::from_millis(at_least_ms))
@@ -191,17 +174,12 @@ async fn bad_bounds_are_refused_before_any_io() {
 async fn a_kept_lock_whose_replies_are_lost_is_never_given_up_early() {
     let (redis, proxy, a) = behind_proxy().await;
     let b = Client::connect(&redis.url()).await.unwrap();
-    // Known to the server, so that the request goes out by its SHA and runs.
-    let _: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(extend_source())
-        .query(&mut redis.conn())
-        .unwrap();
+    let extend = script(&redis, "mutex extend");
     // The shortening of the job's lock to at_least is applied, but its
     // reply and the resend's are lost: the job's lock must stay taken.
     let ran = a
         .run_once("daily", every(3_600_000), |_| async {
-            proxy.cut_on(&extend_sha(), Cut::AfterForward, 2);
+            proxy.cut_on(&extend, Cut::AfterForward, 2);
         })
         .await;
     assert!(matches!(ran, Ok(Some(()))), "{ran:?}");

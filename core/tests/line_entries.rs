@@ -9,23 +9,14 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, Error, LockOptions, Wait};
-use rlock_test_support::{behind_proxy, eventually, finished, Cut, FaultProxy, RedisServer};
-
-/// The SHA a script of `core/lua/` is sent by (the core ends each file with a
-/// newline when it joins them).
-fn sha(source: &str) -> Vec<u8> {
-    let joined = format!("{source}\n");
-    redis::Script::new(&joined).get_hash().as_bytes().to_vec()
-}
+use rlock_test_support::{
+    behind_proxy, eventually, finished, script, Cut, FaultProxy, RedisServer,
+};
 
 /// Every dequeue request of the client behind `proxy` is cut before Redis
 /// sees it, for as long as the test runs.
-fn lose_every_dequeue(proxy: &FaultProxy) {
-    proxy.cut_on(
-        &sha(include_str!("../lua/mutex/dequeue.lua")),
-        Cut::BeforeForward,
-        1000,
-    );
+fn lose_every_dequeue(server: &RedisServer, proxy: &FaultProxy) {
+    proxy.cut_on(&script(server, "mutex dequeue"), Cut::BeforeForward, 1000);
 }
 
 fn line(server: &RedisServer, name: &str) -> Vec<String> {
@@ -56,7 +47,7 @@ async fn a_wait_again_by_the_owner_of_a_place_left_in_line_holds_under_its_own_l
     holder.acquire(Wait::Once).await.unwrap();
     // One thread waits with a 500 ms lease and gives up; its leaving never
     // reaches Redis (neither its sends nor the retries in the background).
-    lose_every_dequeue(&proxy);
+    lose_every_dequeue(&server, &proxy);
     let short = waiting
         .lock_as("rebuild", fair(Duration::from_millis(500)), "thread-1")
         .unwrap();
@@ -151,7 +142,7 @@ async fn a_waiter_behind_a_place_its_client_left_unconfirmed_gets_the_lock_its_h
         )
         .unwrap();
     holder.acquire(Wait::Once).await.unwrap();
-    lose_every_dequeue(&proxy);
+    lose_every_dequeue(&server, &proxy);
     let left = waiting
         .lock_as("stock", fair(Duration::from_secs(5)), "thread-1")
         .unwrap();
@@ -254,11 +245,7 @@ async fn a_second_wait_of_one_owner_keeps_its_place_when_the_first_leaves_unconf
     assert_eq!(first.owner(), second.owner());
     // The first wait's leaving is lost on both sends (a wire reset); the
     // retry in the background, 50 ms later, gets through.
-    proxy.cut_on(
-        &sha(include_str!("../lua/mutex/dequeue.lua")),
-        Cut::BeforeForward,
-        2,
-    );
+    proxy.cut_on(&script(&server, "mutex dequeue"), Cut::BeforeForward, 2);
     let first_wait = {
         let first = first.clone();
         tokio::spawn(async move { first.acquire(Wait::For(Duration::from_millis(800))).await })

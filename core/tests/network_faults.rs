@@ -8,18 +8,8 @@
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use rlock_core::{Client, ClientOptions, Error, LockOptions, Wait};
-use rlock_test_support::{eventually, finished, Cut, FaultProxy, Masters, RedisServer};
-
-/// `release.lua`'s calls carry the publish command; no other request does.
-const RELEASE: &[u8] = b"PUBLISH";
-
-/// The SHA a script of `core/lua/` is sent by (the core ends each file with a
-/// newline when it joins them).
-fn sha(source: &str) -> Vec<u8> {
-    let joined = format!("{source}\n");
-    redis::Script::new(&joined).get_hash().as_bytes().to_vec()
-}
+use rlock_core::{Client, ClientOptions, Error, JobOptions, LockOptions, Wait};
+use rlock_test_support::{eventually, finished, script, Cut, FaultProxy, Masters, RedisServer};
 
 fn count(server: &RedisServer, name: &str) -> Option<u32> {
     server
@@ -65,7 +55,7 @@ async fn a_last_release_that_handed_the_lock_over_and_lost_its_reply_reports_suc
         in_line(&server, "job", 1).await,
         "the waiter never stood in line"
     );
-    proxy.cut_on(RELEASE, Cut::AfterForward, 1);
+    proxy.cut_on(&script(&server, "mutex release"), Cut::AfterForward, 1);
     // Handed over to the waiter, the reply lost; the resend finds the waiter
     // holding it, while the holder's lease still ran.
     holder.finish().await.unwrap();
@@ -159,11 +149,7 @@ async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
     let staying =
         tokio::spawn(async move { stays.acquire(Wait::For(Duration::from_secs(20))).await });
     assert!(in_line(&server, "report", 2).await);
-    proxy.cut_on(
-        &sha(include_str!("../lua/mutex/dequeue.lua")),
-        Cut::BeforeForward,
-        100,
-    );
+    proxy.cut_on(&script(&server, "mutex dequeue"), Cut::BeforeForward, 100);
     let timed_out = finished(timing_out, Duration::from_secs(5)).await;
     assert!(
         matches!(timed_out, Err(Error::Timeout { .. })),
@@ -316,12 +302,7 @@ async fn a_re_entry_whose_every_reply_was_lost_does_not_keep_the_lock_after_the_
     let (server, proxy, client) = behind_proxy().await;
     let lock = client.lock("reentry").unwrap();
     lock.acquire(Wait::Once).await.unwrap();
-    let acquire = sha(&format!(
-        "{}\n{}\n{}",
-        include_str!("../lua/common.lua"),
-        include_str!("../lua/mutex/queue.lua"),
-        include_str!("../lua/mutex/acquire.lua")
-    ));
+    let acquire = script(&server, "mutex acquire");
     proxy.cut_on(&acquire, Cut::AfterForward, 2);
     let unknown = lock.acquire(Wait::Once).await;
     assert!(matches!(unknown, Err(Error::Connection(_))), "{unknown:?}");
@@ -349,7 +330,7 @@ async fn a_nested_release_that_never_reached_redis_leaves_the_outer_release_to_f
     let lock = client.lock("inner-lost").unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     lock.acquire(Wait::Once).await.unwrap();
-    proxy.cut_on(RELEASE, Cut::BeforeForward, 2);
+    proxy.cut_on(&script(&server, "mutex release"), Cut::BeforeForward, 2);
     // Counted as released, though Redis never saw it: a retry of it by the
     // caller must not free the lock under the outer scope.
     assert_eq!(lock.release().await.unwrap(), 1);
@@ -409,11 +390,7 @@ async fn a_nested_acquire_after_renewal_replies_were_lost_is_lost_and_frees_noth
         )
         .unwrap();
     lock.acquire(Wait::Once).await.unwrap();
-    let extend = sha(&format!(
-        "{}\n{}",
-        include_str!("../lua/mutex/holding.lua"),
-        include_str!("../lua/mutex/extend.lua")
-    ));
+    let extend = script(&server, "mutex extend");
     proxy.cut_on(&extend, Cut::AfterForward, 1_000);
     let lost = tokio::time::timeout(Duration::from_secs(10), lock.lost_signal())
         .await
@@ -456,12 +433,7 @@ async fn a_lost_holding_whose_redis_count_ran_ahead_is_released_whole() {
         )
         .unwrap();
     lock.acquire(Wait::Once).await.unwrap();
-    let acquire = sha(&format!(
-        "{}\n{}\n{}",
-        include_str!("../lua/common.lua"),
-        include_str!("../lua/mutex/queue.lua"),
-        include_str!("../lua/mutex/acquire.lua")
-    ));
+    let acquire = script(&server, "mutex acquire");
     proxy.cut_on(&acquire, Cut::AfterForward, 2);
     let unknown = lock.acquire(Wait::Once).await;
     assert!(matches!(unknown, Err(Error::Connection(_))), "{unknown:?}");
@@ -493,7 +465,7 @@ async fn a_give_back_whose_reply_was_lost_still_leaves_the_lock_free() {
         .unwrap();
     lock.acquire(Wait::Once).await.unwrap();
     let _: () = server.conn().del("rlock:{given-back}").unwrap();
-    proxy.cut_on(RELEASE, Cut::AfterForward, 1);
+    proxy.cut_on(&script(&server, "mutex release"), Cut::AfterForward, 1);
     let nested = lock.acquire(Wait::Once).await;
     assert!(matches!(nested, Err(Error::Lost { .. })), "{nested:?}");
     assert_eq!(proxy.cuts_done(), 1, "the give-back's reply was not cut");
@@ -523,7 +495,7 @@ async fn a_last_release_that_never_reached_redis_leaves_the_lock_to_its_lease_an
         )
         .unwrap();
     let first = lock.acquire(Wait::Once).await.unwrap();
-    proxy.cut_on(RELEASE, Cut::BeforeForward, 2);
+    proxy.cut_on(&script(&server, "mutex release"), Cut::BeforeForward, 2);
     let released = lock.release().await;
     assert!(
         matches!(released, Err(Error::Connection(_))),
@@ -551,6 +523,61 @@ async fn a_last_release_that_never_reached_redis_leaves_the_lock_to_its_lease_an
         .unwrap()
         .expect("the lock stayed held");
     assert!(taken.fencing_token > first.fencing_token);
+}
+
+/// Whether the lock `name` is gone from Redis within 20 s: well before a
+/// lease of a minute or more could end it.
+async fn freed_early(server: &RedisServer, name: &str) -> bool {
+    eventually(Duration::from_secs(20), || count(server, name).is_none()).await
+}
+
+#[tokio::test]
+async fn an_acquisition_dropped_before_its_reply_is_released_though_redis_missed_the_first_release()
+{
+    let (server, proxy, client) = behind_proxy().await;
+    let lock = client
+        .lock_with(
+            "dropped",
+            LockOptions::default().ttl(Duration::from_secs(60)),
+        )
+        .unwrap();
+    // Its caller stops waiting before the reply comes; the acquisition
+    // lands all the same, and the release that gives it back, and its
+    // resend, never reach Redis.
+    proxy.delay_replies(Duration::from_millis(300));
+    let waited = tokio::time::timeout(Duration::from_millis(50), lock.acquire(Wait::Once)).await;
+    assert!(waited.is_err(), "answered within 50 ms: {waited:?}");
+    proxy.cut_on(&script(&server, "mutex release"), Cut::BeforeForward, 2);
+    // A release is sent once the acquisition has landed.
+    assert!(
+        eventually(Duration::from_secs(10), || proxy.cuts_done() == 2).await,
+        "the acquisition was never given back"
+    );
+    assert!(
+        freed_early(&server, "dropped").await,
+        "a lock nobody holds stayed taken"
+    );
+}
+
+#[tokio::test]
+async fn a_run_once_job_dropped_before_it_ran_is_given_back_though_redis_missed_the_first_release()
+{
+    let (server, proxy, client) = behind_proxy().await;
+    let job = client
+        .start_job("report", JobOptions::default())
+        .await
+        .unwrap()
+        .expect("nobody else runs it");
+    proxy.cut_on(&script(&server, "mutex release"), Cut::BeforeForward, 2);
+    drop(job);
+    assert!(
+        eventually(Duration::from_secs(10), || proxy.cuts_done() == 2).await,
+        "the job's lock was never given back"
+    );
+    assert!(
+        freed_early(&server, "report").await,
+        "a job nobody ran stayed taken for its at_most"
+    );
 }
 
 #[tokio::test]

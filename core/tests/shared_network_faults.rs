@@ -10,24 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, Error, LockOptions, Wait};
-use rlock_test_support::{eventually, finished, Cut, FaultProxy, RedisServer};
-
-/// The SHA a script of `core/lua/many/` is sent by: after `common.lua`,
-/// `mutex/queue.lua` and `many/lib.lua`, each file ended with a newline.
-fn sha(script: &str) -> Vec<u8> {
-    let joined = format!(
-        "{}\n{}\n{}\n{script}\n",
-        include_str!("../lua/common.lua"),
-        include_str!("../lua/mutex/queue.lua"),
-        include_str!("../lua/many/lib.lua")
-    );
-    redis::Script::new(&joined).get_hash().as_bytes().to_vec()
-}
-
-const ACQUIRE: &str = include_str!("../lua/many/acquire.lua");
-const RELEASE: &str = include_str!("../lua/many/release.lua");
-const EXTEND: &str = include_str!("../lua/many/extend.lua");
-const DEQUEUE: &str = include_str!("../lua/many/dequeue.lua");
+use rlock_test_support::{eventually, finished, script, Cut, FaultProxy, RedisServer};
 
 async fn behind_proxy() -> (RedisServer, FaultProxy, Client) {
     let server = RedisServer::start();
@@ -66,7 +49,7 @@ async fn an_acquisition_whose_reply_was_lost_takes_its_permits_once() {
     let (server, proxy, client) = behind_proxy().await;
     warm_up(&client, "jobs").await;
     let sem = client.semaphore("jobs", 3, options()).unwrap();
-    proxy.cut_on(&sha(ACQUIRE), Cut::AfterForward, 1);
+    proxy.cut_on(&script(&server, "many acquire"), Cut::AfterForward, 1);
     let got = sem.acquire(2, Wait::Once).await.unwrap();
     assert_eq!(proxy.cuts_done(), 1);
     assert_eq!(got.count, 1, "the resend counted as a re-entry");
@@ -97,7 +80,7 @@ async fn a_last_release_that_served_the_line_and_lost_its_reply_reports_success(
         tokio::spawn(async move { waiter.acquire(1, Wait::For(Duration::from_secs(10))).await })
     };
     assert!(in_line(&server, "rlock:{one}:semaphore", 1).await);
-    proxy.cut_on(&sha(RELEASE), Cut::AfterForward, 1);
+    proxy.cut_on(&script(&server, "many release"), Cut::AfterForward, 1);
     assert_eq!(holder.release().await.unwrap(), 0);
     assert_eq!(proxy.cuts_done(), 1);
     finished(waiting, Duration::from_secs(5)).await.unwrap();
@@ -109,11 +92,11 @@ async fn a_last_release_that_served_the_line_and_lost_its_reply_reports_success(
 
 #[tokio::test]
 async fn an_extension_whose_reply_was_lost_keeps_the_holding_and_no_more() {
-    let (_server, proxy, client) = behind_proxy().await;
+    let (server, proxy, client) = behind_proxy().await;
     warm_up(&client, "ext").await;
     let rw = client.rw_lock("ext", options()).unwrap();
     rw.read().acquire(Wait::Once).await.unwrap();
-    proxy.cut_on(&sha(EXTEND), Cut::AfterForward, 1);
+    proxy.cut_on(&script(&server, "many extend"), Cut::AfterForward, 1);
     rw.read()
         .extend(Some(Duration::from_secs(5)))
         .await
@@ -133,7 +116,7 @@ async fn a_waiter_whose_leaving_lost_its_reply_leaves_no_entry_and_strands_no_on
     let holder = holding.semaphore("gate", 1, options()).unwrap();
     holder.acquire(1, Wait::Once).await.unwrap();
     let leaving = client.semaphore("gate", 1, options()).unwrap();
-    proxy.cut_on(&sha(DEQUEUE), Cut::AfterForward, 1);
+    proxy.cut_on(&script(&server, "many dequeue"), Cut::AfterForward, 1);
     let e = leaving
         .acquire(1, Wait::For(Duration::from_millis(300)))
         .await
@@ -186,7 +169,7 @@ async fn a_share_handed_to_a_waiter_whose_leaving_failed_is_passed_on() {
         })
     };
     assert!(in_line(&server, "rlock:{report}:rwlock", 2).await);
-    proxy.cut_on(&sha(DEQUEUE), Cut::BeforeForward, 100);
+    proxy.cut_on(&script(&server, "many dequeue"), Cut::BeforeForward, 100);
     let timed_out = finished(timing_out, Duration::from_secs(5)).await;
     assert!(
         matches!(timed_out, Err(Error::Timeout { .. })),

@@ -211,7 +211,7 @@ impl Drop for FinishOnDrop {
                 match fut.await {
                     Ok(Attempt::Held { .. }) => {
                         tracing::debug!(target: "rlock", lock = %lock.name, "acquired after cancellation; releasing");
-                        let _ = lock.release().await;
+                        lock.release_persistently().await;
                     }
                     // Sent again after a lost reply, it may have put this
                     // owner back in line after its wait left it.

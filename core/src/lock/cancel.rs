@@ -7,6 +7,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::Lock;
+use crate::error::Error;
 
 /// The pauses before each new try of a clean-up in the background (leaving
 /// the line, passing on a grant) that Redis did not answer.
@@ -33,5 +34,24 @@ impl Lock {
             work.await;
             drop(cleanup);
         });
+    }
+
+    /// Releases a holding its caller let go of unreleased (an acquisition
+    /// dropped before its reply, a run-once job dropped before it ran),
+    /// tried again while Redis does not answer: nobody holds that lock, which would
+    /// otherwise stay taken until its lease ends (a run-once job's is its
+    /// `at_most`, an hour by default). A resend is safe: a release names the
+    /// holding it ends (see `release.lua`), and this owner's next
+    /// acquisition waits for its clean-ups.
+    pub(crate) async fn release_persistently(&self) {
+        for pause in std::iter::once(Duration::ZERO).chain(RETRY_PAUSES) {
+            tokio::time::sleep(pause).await;
+            match self.release().await {
+                Err(Error::Connection(e)) => {
+                    tracing::debug!(target: "rlock", lock = %self.name, error = %e, "releasing a dropped acquisition failed; trying again");
+                }
+                _ => return,
+            }
+        }
     }
 }

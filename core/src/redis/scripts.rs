@@ -19,7 +19,7 @@ pub(crate) struct Lua {
 }
 
 impl Lua {
-    fn sha(&self) -> &str {
+    fn sha(&'static self) -> &'static str {
         &self.sha
     }
 
@@ -148,8 +148,7 @@ pub(crate) mod cached {
     pub(crate) static INVALIDATE: Lua = lua!("common.lua", "cache/lib.lua", "cache/invalidate.lua");
 }
 
-/// Every script the core sends, by name (for the tests below).
-#[cfg(test)]
+/// Every script the core sends, by name.
 fn every_script() -> [(&'static str, &'static Lua); 15] {
     [
         ("mutex acquire", &ACQUIRE),
@@ -168,6 +167,26 @@ fn every_script() -> [(&'static str, &'static Lua); 15] {
         ("cache fail", &cached::FAIL),
         ("cache invalidate", &cached::INVALIDATE),
     ]
+}
+
+/// The script the core sends under `name` ("mutex release", "many
+/// acquire", "cache read", …), as it sends it: its files joined, each ended
+/// with a newline. For tests that pick the requests of one script by the
+/// SHA they carry, so that none assembles a script again.
+pub fn source(name: &str) -> Option<&'static str> {
+    lookup(name).map(|lua| lua.source)
+}
+
+/// The SHA-1 the core sends the script `name` by (EVALSHA); see [`source`].
+pub fn sha(name: &str) -> Option<&'static str> {
+    lookup(name).map(|lua| lua.sha())
+}
+
+fn lookup(name: &str) -> Option<&'static Lua> {
+    every_script()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, lua)| lua)
 }
 
 /// Whether a reply says the server does not know the script.

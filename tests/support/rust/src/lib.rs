@@ -21,7 +21,7 @@ pub use contend::contend;
 pub use masters::Masters;
 pub use monitor::Monitor;
 pub use port::free_port;
-pub use proxy::{behind_proxy, Cut, FaultProxy};
+pub use proxy::{behind_proxy, script, Cut, FaultProxy};
 pub use sentinel::SentinelGroup;
 pub use server::RedisServer;
 pub use wait::{eventually, finished, until, until_in_line, wait_until};

@@ -156,6 +156,22 @@ impl FaultProxy {
     }
 }
 
+/// What a request of the core's script `name` carries ("mutex release",
+/// "cache read", see `rlock_core::script`): the SHA it is sent by, for
+/// [`FaultProxy::cut_on`] and [`FaultProxy::count`]. The script is loaded
+/// into `server` first, so a request cut after it was forwarded is run by
+/// Redis, not answered NOSCRIPT (and sent again as EVAL, without the SHA).
+pub fn script(server: &RedisServer, name: &str) -> Vec<u8> {
+    let source = rlock_core::script::source(name)
+        .unwrap_or_else(|| panic!("the core sends no script named {name:?}"));
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source)
+        .query(&mut server.conn())
+        .unwrap();
+    sha.into_bytes()
+}
+
 /// A server, a fault proxy in front of it, and a client that reaches the
 /// server only through the proxy.
 pub async fn behind_proxy() -> (RedisServer, FaultProxy, rlock_core::Client) {
