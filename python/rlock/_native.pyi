@@ -7,6 +7,7 @@ from typing import Awaitable, List, Optional, Tuple
 __version__: str
 
 def closest_option(unknown: str, known: List[str]) -> Optional[str]: ...
+def _script_sha(name: str) -> Optional[str]: ...
 
 class ServerSettings:
     def __init__(

@@ -16,6 +16,7 @@ mod logging;
 mod numbers;
 mod runtime;
 mod rwlock;
+mod script;
 mod semaphore;
 mod settings;
 
@@ -36,6 +37,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<semaphore::Semaphore>()?;
     m.add_class::<settings::ServerSettings>()?;
     m.add_function(wrap_pyfunction!(lock::closest_option, m)?)?;
+    m.add_function(wrap_pyfunction!(script::script_sha, m)?)?;
     m.add_function(wrap_pyfunction!(settings::url_from_settings, m)?)?;
     m.add_function(wrap_pyfunction!(settings::sentinel_url_from_settings, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
