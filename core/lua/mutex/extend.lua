@@ -1,5 +1,5 @@
 -- extend: reset the lease of a lock this owner holds.
--- (holding.lua is prepended: held_count.)
+-- (common.lua and holding.lua are prepended: now_ms, held_count.)
 -- KEYS[1] lock hash  P:{NAME}
 -- KEYS[2] forced-release marks  P:{NAME}:forced  (see release.lua)
 -- ARGV[1] owner id
@@ -21,8 +21,7 @@ if not held then
     end
     if KEYS[2] and redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
       local mark = tonumber(redis.call('HGET', KEYS[2], holding))
-      local t = redis.call('TIME')
-      if mark and mark > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+      if mark and mark > now_ms() then
         return -3
       end
     end

@@ -95,7 +95,7 @@ pub(crate) static RELEASE: Lua = lua!(
     "mutex/queue.lua",
     "mutex/release.lua"
 );
-pub(crate) static EXTEND: Lua = lua!("mutex/holding.lua", "mutex/extend.lua");
+pub(crate) static EXTEND: Lua = lua!("common.lua", "mutex/holding.lua", "mutex/extend.lua");
 pub(crate) static INSPECT: Lua = lua!("common.lua", "mutex/queue.lua", "mutex/inspect.lua");
 pub(crate) static DEQUEUE: Lua = lua!("mutex/dequeue.lua");
 /// A client's registration (`core/lua/client/`).
@@ -424,7 +424,9 @@ mod tests {
         }
     }
 
-    /// Every script that reads Redis' clock has `common.lua`, first.
+    /// Every script that reads Redis' clock has `common.lua`, first, and
+    /// reads it through `now_ms` alone (one place that turns TIME into
+    /// milliseconds, after the replication prologue).
     #[test]
     fn a_script_that_reads_the_clock_starts_with_common() {
         let common = include_str!("../../lua/common.lua");
@@ -435,6 +437,11 @@ mod tests {
                     "{name}: now_ms without common.lua first"
                 );
             }
+            let after_common = lua.source.strip_prefix(common).unwrap_or(lua.source);
+            assert!(
+                !after_common.contains("'TIME'"),
+                "{name}: reads TIME outside now_ms"
+            );
         }
     }
 }
