@@ -9,31 +9,15 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use rlock_core::{Client, ClientOptions, Error, JobOptions, LockOptions, Wait};
-use rlock_test_support::{eventually, finished, script, Cut, FaultProxy, Masters, RedisServer};
+use rlock_test_support::{
+    behind_proxy, eventually, finished, in_line, script, Cut, FaultProxy, Masters, RedisServer,
+};
 
 fn count(server: &RedisServer, name: &str) -> Option<u32> {
     server
         .conn()
         .hget(format!("rlock:{{{name}}}"), "count")
         .unwrap()
-}
-
-/// A server, a fault proxy in front of it, and a client that reaches the
-/// server only through the proxy.
-async fn behind_proxy() -> (RedisServer, FaultProxy, Client) {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port);
-    let client = Client::connect(&proxy.url()).await.unwrap();
-    (server, proxy, client)
-}
-
-/// Whether `n` waiters stand in the line of `name` within 5 s.
-async fn in_line(server: &RedisServer, name: &str, n: usize) -> bool {
-    let line = format!("rlock:{{{name}}}:queue");
-    eventually(Duration::from_secs(5), || {
-        server.conn().llen::<_, usize>(&line).unwrap() == n
-    })
-    .await
 }
 
 #[tokio::test]
@@ -52,7 +36,7 @@ async fn a_last_release_that_handed_the_lock_over_and_lost_its_reply_reports_suc
         (held, waiter)
     });
     assert!(
-        in_line(&server, "job", 1).await,
+        in_line(&server, "rlock:{job}", 1).await,
         "the waiter never stood in line"
     );
     proxy.cut_on(&script(&server, "mutex release"), Cut::AfterForward, 1);
@@ -90,7 +74,7 @@ async fn a_handoff_heard_late_is_never_believed_past_redis_expiry() {
         tokio::spawn(async move { waiter.acquire(Wait::For(Duration::from_secs(10))).await })
     };
     assert!(
-        in_line(&server, "cache", 1).await,
+        in_line(&server, "rlock:{cache}", 1).await,
         "the waiter never stood in line"
     );
     // The handoff is written now, and heard 700 ms later.
@@ -140,7 +124,7 @@ async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
         let gone = gone.clone();
         tokio::spawn(async move { gone.acquire(Wait::For(Duration::from_millis(1500))).await })
     };
-    assert!(in_line(&server, "report", 1).await);
+    assert!(in_line(&server, "rlock:{report}", 1).await);
     // Another waiter of the same client stays, so the client keeps its
     // waiter channel (and the entry left behind counts as alive).
     let stays = leaving
@@ -148,7 +132,7 @@ async fn a_handoff_to_a_waiter_whose_leaving_failed_is_passed_on() {
         .unwrap();
     let staying =
         tokio::spawn(async move { stays.acquire(Wait::For(Duration::from_secs(20))).await });
-    assert!(in_line(&server, "report", 2).await);
+    assert!(in_line(&server, "rlock:{report}", 2).await);
     proxy.cut_on(&script(&server, "mutex dequeue"), Cut::BeforeForward, 100);
     let timed_out = finished(timing_out, Duration::from_secs(5)).await;
     assert!(
@@ -283,7 +267,7 @@ async fn two_waits_of_one_owner_hold_the_lock_once_each_in_turn() {
             tokio::spawn(async move { lock.acquire(Wait::For(Duration::from_secs(10))).await })
         })
         .collect();
-    assert!(in_line(&server, "twice", 1).await);
+    assert!(in_line(&server, "rlock:{twice}", 1).await);
     holder.release().await.unwrap();
     let mut counts = Vec::new();
     for w in waits {
@@ -599,7 +583,7 @@ async fn a_join_whose_reply_was_lost_stands_in_line_once_and_the_emptied_line_le
     // the second joins the line with its first attempt.
     let first = wait(client.lock_with("line-join", fair()).unwrap());
     assert!(
-        in_line(&server, "line-join", 1).await,
+        in_line(&server, "rlock:{line-join}", 1).await,
         "the first never stood in line"
     );
     let second = client.lock_with("line-join", fair()).unwrap();
@@ -607,7 +591,7 @@ async fn a_join_whose_reply_was_lost_stands_in_line_once_and_the_emptied_line_le
     proxy.cut_on(owner.as_bytes(), Cut::AfterForward, 1);
     let second = wait(second);
     assert!(
-        in_line(&server, "line-join", 2).await,
+        in_line(&server, "rlock:{line-join}", 2).await,
         "the second never stood in line"
     );
     assert!(

@@ -8,16 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use redis::Commands;
 use rlock_core::{Client, Error, LockOptions, Wait};
-use rlock_test_support::{eventually, finished, script, Cut, FaultProxy, RedisServer};
-
-async fn behind_proxy() -> (RedisServer, FaultProxy, Client) {
-    let server = RedisServer::start();
-    let proxy = FaultProxy::start(server.port);
-    let client = Client::connect(&proxy.url()).await.unwrap();
-    (server, proxy, client)
-}
+use rlock_test_support::{behind_proxy, eventually, finished, in_line, script, Cut};
 
 fn options() -> LockOptions {
     LockOptions::default().ttl(Duration::from_secs(20))
@@ -33,15 +25,6 @@ async fn warm_up(client: &Client, name: &str) {
     let rw = client.rw_lock(name, options()).unwrap();
     rw.write().acquire(Wait::Once).await.unwrap();
     rw.write().release().await.unwrap();
-}
-
-/// Waits until `n` stand in the line of the semaphore `name`.
-async fn in_line(server: &RedisServer, key: &str, n: usize) -> bool {
-    let line = format!("{key}:queue");
-    eventually(Duration::from_secs(5), || {
-        server.conn().llen::<_, usize>(&line).unwrap() == n
-    })
-    .await
 }
 
 #[tokio::test]

@@ -24,7 +24,7 @@ pub use port::free_port;
 pub use proxy::{behind_proxy, script, Cut, FaultProxy};
 pub use sentinel::SentinelGroup;
 pub use server::RedisServer;
-pub use wait::{eventually, finished, until, until_in_line, wait_until};
+pub use wait::{eventually, finished, in_line, until, until_in_line, wait_until};
 pub use worker::{worker_args, worker_command, worker_process};
 
 // A Rust sample of the README that stops compiling fails `cargo test --doc`

@@ -39,6 +39,16 @@ where
     }
 }
 
+/// Whether `n` waiters stand in the line of the lock at key `lock` (its
+/// `:queue` list) within 5 s, as Redis shows it.
+pub async fn in_line(server: &crate::RedisServer, lock: &str, n: usize) -> bool {
+    let line = format!("{lock}:queue");
+    eventually(Duration::from_secs(5), || {
+        redis::Commands::llen::<_, usize>(&mut server.conn(), &line).unwrap() == n
+    })
+    .await
+}
+
 /// Waits until `n` waiters stand in `lock`'s line, as its state reports.
 pub async fn until_in_line(lock: &rlock_core::Lock, n: u32) {
     let deadline = Instant::now() + Duration::from_secs(10);
