@@ -243,6 +243,9 @@ pub(crate) struct HoldingView {
     pub expires_at: Instant,
     /// Lost, and its last release went unanswered: no scope of it is open.
     pub abandoned: bool,
+    /// Which holding of this owner it is: a later holding of the same
+    /// owner on the same lock has another.
+    pub generation: u64,
 }
 
 impl HoldingView {
@@ -329,6 +332,7 @@ impl Holdings {
                 lost: *h.lost.borrow(),
                 expires_at: h.expires_at,
                 abandoned: h.abandoned,
+                generation: h.generation,
             }
         })
     }

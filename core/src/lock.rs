@@ -234,7 +234,7 @@ impl Lock {
     /// free and its waiters were told). Fails with [`Error::NotOwned`] when this
     /// owner does not hold it, and never touches another owner's lock.
     pub async fn release(&self) -> Result<u32> {
-        release::run(self).await
+        release::run(self, None).await
     }
 
     /// Ends a scoped holding (a `with` block, `using()`, `rlock exec`): releases,

@@ -544,6 +544,60 @@ async fn an_acquisition_dropped_before_its_reply_is_released_though_redis_missed
 }
 
 #[tokio::test]
+async fn a_release_tried_again_for_a_dropped_acquisition_never_ends_a_later_holding_of_its_owner() {
+    let (server, proxy, client) = behind_proxy().await;
+    let options = LockOptions::default()
+        .ttl(Duration::from_secs(60))
+        .queue_after(Duration::from_secs(60));
+    let lock = client.lock_with("race", options.clone()).unwrap();
+    // A wait of the same owner (a clone of the handle) sleeps behind another
+    // client's holding, listening for release messages.
+    let rival = Client::connect(&server.url()).await.unwrap();
+    rival
+        .lock_with("race", options)
+        .unwrap()
+        .acquire(Wait::Once)
+        .await
+        .unwrap();
+    let clone = lock.clone();
+    let waiting = tokio::spawn(async move {
+        let held = clone.acquire(Wait::For(Duration::from_secs(30))).await;
+        (held, clone)
+    });
+    let listeners = || -> i64 {
+        let reply: (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("rlock:{race}:released")
+            .query(&mut server.conn())
+            .unwrap();
+        reply.1
+    };
+    assert!(eventually(Duration::from_secs(5), || listeners() == 1).await);
+    // That holding ends without a message: the lock is free, the wait sleeps on.
+    let _: () = server.conn().del("rlock:{race}").unwrap();
+    // The owner's attempt is dropped before its reply; it lands. The release
+    // that gives it back is applied and its reply lost, twice: its message
+    // wakes the clone's wait, which takes the lock afresh.
+    proxy.delay_replies(Duration::from_millis(300));
+    let dropped = tokio::time::timeout(Duration::from_millis(50), lock.acquire(Wait::Once)).await;
+    assert!(dropped.is_err(), "answered within 50 ms: {dropped:?}");
+    proxy.cut_on(&script(&server, "mutex release"), Cut::AfterForward, 2);
+    let (held, clone) = finished(waiting, Duration::from_secs(20)).await;
+    let held = held.unwrap();
+    proxy.delay_replies(Duration::ZERO);
+    assert_eq!(proxy.cuts_done(), 2);
+    // The owner's next acquisition starts once the dropped one's clean-up is
+    // done (every try of its release): the clone's holding is still there.
+    let again = lock.acquire(Wait::Once).await.unwrap();
+    assert_eq!(again.fencing_token, held.fencing_token);
+    assert_eq!(again.count, 2, "the clone's holding was released");
+    assert_eq!(count(&server, "race"), Some(2));
+    assert_eq!(clone.lost(), None);
+    assert_eq!(lock.release().await.unwrap(), 1);
+    assert_eq!(clone.release().await.unwrap(), 0);
+}
+
+#[tokio::test]
 async fn a_run_once_job_dropped_before_it_ran_is_given_back_though_redis_missed_the_first_release()
 {
     let (server, proxy, client) = behind_proxy().await;

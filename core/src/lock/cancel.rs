@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::Lock;
+use super::{release, Lock};
 use crate::error::Error;
 
 /// The pauses before each new try of a clean-up in the background (leaving
@@ -38,15 +38,21 @@ impl Lock {
 
     /// Releases a holding its caller let go of unreleased (an acquisition
     /// dropped before its reply, a run-once job dropped before it ran),
-    /// tried again while Redis does not answer: nobody holds that lock, which would
-    /// otherwise stay taken until its lease ends (a run-once job's is its
-    /// `at_most`, an hour by default). A resend is safe: a release names the
-    /// holding it ends (see `release.lua`), and this owner's next
-    /// acquisition waits for its clean-ups.
+    /// tried again while Redis does not answer: nobody holds that lock,
+    /// which would otherwise stay taken until its lease ends (a run-once
+    /// job's is its `at_most`, an hour by default). Each try is of that
+    /// holding alone (its generation): a later holding of the same owner (a
+    /// clone's wait woken by the first try's release message, whose reply
+    /// was lost) is never released by a later try. A resend to Redis is
+    /// safe as any release's: it names the holding it ends (see
+    /// `release.lua`).
     pub(crate) async fn release_persistently(&self) {
+        let Some(held) = self.view() else {
+            return;
+        };
         for pause in std::iter::once(Duration::ZERO).chain(RETRY_PAUSES) {
             tokio::time::sleep(pause).await;
-            match self.release().await {
+            match release::run(self, Some(held.generation)).await {
                 Err(Error::Connection(e)) => {
                     tracing::debug!(target: "rlock", lock = %self.name, error = %e, "releasing a dropped acquisition failed; trying again");
                 }

@@ -8,10 +8,20 @@ use super::Lock;
 use crate::error::{Error, Result};
 use crate::redis::endpoint::ReleaseOf;
 
-/// See [`Lock::release`].
-pub(super) async fn run(lock: &Lock) -> Result<u32> {
+/// See [`Lock::release`]. With `only`, the release is of the holding of
+/// that generation alone: when this owner no longer has it (released, or
+/// replaced by a later holding of its own), nothing is sent and nothing is
+/// left (`Ok(0)`). Checked under the owner's request mutex, so no
+/// acquisition of this owner lands between the check and the send.
+pub(super) async fn run(lock: &Lock, only: Option<u64>) -> Result<u32> {
     let context = lock.context();
     let _request = lock.mutexes.request.lock().await;
+    if let Some(generation) = only {
+        let current = context.holdings.view(&lock.keys.lock, &lock.owner);
+        if current.map(|v| v.generation) != Some(generation) {
+            return Ok(0);
+        }
+    }
     // What remains after a nested release keeps the lease this holding
     // runs on, so Redis and the holder agree on when it ends.
     let lease = context
