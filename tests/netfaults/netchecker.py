@@ -56,9 +56,10 @@ first step never entered (counted). The promises, for every schedule:
      connection, a master restarted), the waiter's fallback:
      the lease it last saw, +5% jitter, +50 ms;
    - plus, for a wait of an owner whose previous wait gave up (or failed) while
-     requests were being dropped, `CLEANUP_MS`: leaving the line is tried again
-     in the background, and the owner's next wait on the lock first waits for
-     that (core/src/lock/cancel.rs).
+     requests were being dropped, `CLEANUP_MS`: leaving the line, or giving
+     back what an attempt in flight took, is tried again in the background,
+     and the owner's next wait on the lock first waits for that
+     (core/src/lock/cancel.rs).
    A lock counts as taken from a holder's `enter` until it let go (`exit` after
    a release), or until its lease may have ended when it did not let go cleanly:
    `LOST_SLACK` after it was told lost, the whole lease after an error.
@@ -95,9 +96,11 @@ SLACK_MS = 250
 RECONNECT_MS = 250
 # A subscription not confirmed within a second is sent again (docs/deployments.md, Cluster).
 RESUBSCRIBE_MS = 1000
-# The retries of a clean-up, one after the other (core/src/lock/cancel.rs:
-# RETRY_PAUSES, 50 + 200 + 1000 + 5000 ms), each on a fresh connection.
-CLEANUP_MS = 6250 + 4 * RECONNECT_MS
+# The tries of a clean-up, one after the other (core/src/lock/cancel.rs:
+# RETRY_PAUSES, 50 + 200 + 1000 + 5000 ms), each on a fresh connection: four
+# for leaving the line, five for giving back what a dropped attempt took (it
+# is tried at once, then after each pause).
+CLEANUP_MS = 6250 + 5 * RECONNECT_MS
 # What breaks a command connection: a request may fail, and be tried again.
 BROKEN = ("reset", "drop_reply", "cut_request", "drop_request")
 # A holder is told lost by its own clock before Redis lets the key go: at most
