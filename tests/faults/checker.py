@@ -43,129 +43,37 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from rlock_test_support.history.records import Holding, History, Lock, Waiting, build
+from rlock_test_support.history.room import Room
+from rlock_test_support.history.waits import ended, free_stretch, judge_free, judge_timeout, no_room
 from rlock_test_support.report import Report
-from rlock_test_support.spans import MS, longest_free, merge
+from rlock_test_support.spans import MS, merge
 
-from kinds import ALONE
-
-# The lock each kind takes a share of: a name's mutex, read-write lock and
-# semaphore are three locks.
-FAMILY = {"mutex": "mutex", "read": "read-write lock", "write": "read-write lock", "semaphore": "semaphore"}
 # A renewal sent just before a pause may reach Redis a little after it: a
 # paused holder's lease ends at most this long after the pause plus the lease.
 RENEWAL_IN_FLIGHT_MS = 100
 
-Lock = Tuple[str, str]  # (family, name)
 
-
-@dataclass
-class Section:
-    worker: str
-    name: str
-    token: Optional[int]
-    enter: int
-    ttl_ms: float
-    steps: List[int] = field(default_factory=list)
-    since: int = 0  # when the lock may have been taken, at the earliest (busy from then)
-    lost: Optional[int] = None  # when the holder was told (first seen)
-    exit: Optional[int] = None  # after letting go
-    out: Optional[str] = None
-    killed: Optional[int] = None
-    kind: str = "mutex"
-    permits: int = 1  # a semaphore's size
-
-    @property
-    def lock(self) -> Lock:
-        return FAMILY[self.kind], self.name
-
-    @property
-    def believed_until(self) -> int:
-        return self.steps[-1] if self.steps else self.enter
-
-    @property
-    def told(self) -> bool:
-        return self.lost is not None or self.out == "lost"
-
-    def __str__(self) -> str:
-        kind = "" if self.kind == "mutex" else f"({self.kind})"
-        return f"{self.worker}{kind}#{self.token}@{self.name}"
-
-
-@dataclass
-class Wait:
-    worker: str
-    name: str
-    start: int
-    ttl_ms: float
-    end: Optional[int] = None
-    out: Optional[str] = None  # acquired | timeout | error:... | killed
-    timeout_ms: Optional[float] = None
-    kind: str = "mutex"
-    permits: int = 1
-
-    @property
-    def lock(self) -> Lock:
-        return FAMILY[self.kind], self.name
-
-
-def crowds(b: Section, others: Sequence[Section]) -> bool:
+def crowds(b: Holding, others: Sequence[Holding]) -> bool:
     """Whether `b` could not hold the lock while all of `others` held it."""
-    if b.kind == "semaphore":
-        return len(others) + 1 > b.permits
-    if b.kind == "read":
-        return any(a.kind == "write" for a in others)
-    return bool(others)
+    return not Room(b.family, b.permits).fits([*others, b])
 
 
-def build(
+def history(
     records: Iterable[Dict[str, Any]], workers: Dict[str, Dict[str, Any]], events: Sequence[Dict[str, Any]]
-) -> Tuple[List[Section], List[Wait]]:
-    """Sections and waits from the records, in each worker's own order."""
-    sections: List[Section] = []
-    waits: List[Wait] = []
-    open_section: Dict[str, Section] = {}
-    open_wait: Dict[str, Wait] = {}
-    for r in records:
-        w, e = r["w"], r["e"]
-        cfg = workers[w]
-        kind = {"kind": r.get("kind", "mutex"), "permits": r.get("permits", 1)}
-        if e == "wait":
-            open_wait[w] = Wait(w, r["n"], r["t"], cfg["ttl_ms"], timeout_ms=cfg.get("timeout_ms"), **kind)
-            waits.append(open_wait[w])
-        elif e == "enter":
-            wait = open_wait.pop(w, None)
-            if wait is not None:
-                wait.end, wait.out = r["t"], "acquired"
-            open_section[w] = Section(w, r["n"], r["tok"], r["t"], cfg["ttl_ms"], since=r.get("since", r["t"]), **kind)
-            sections.append(open_section[w])
-        elif e == "step":
-            open_section[w].steps.append(r["t"])
-        elif e == "lost":
-            s = open_section[w]
-            s.lost = r["t"] if s.lost is None else min(s.lost, r["t"])
-        elif e == "exit":
-            s = open_section.pop(w)
-            s.exit, s.out = r["t"], r["out"]
-        elif e == "waited" and "t0" in r:  # cycles mode: one line per wait
-            waits.append(Wait(w, r["n"], r["t0"], cfg["ttl_ms"], r["t"], r["out"], cfg.get("timeout_ms")))
-        elif e == "waited":
-            wait = open_wait.pop(w)
-            wait.end, wait.out = r["t"], r["out"]
-        elif e == "cycle":
-            waits.append(Wait(w, r["n"], r["t0"], cfg["ttl_ms"], r["t1"], "acquired", cfg.get("timeout_ms")))
-            sections.append(
-                Section(w, r["n"], r["tok"], r["t1"], cfg["ttl_ms"], [r["t2"]], r["t1"], exit=r["t"], out=r["out"])
-            )
+) -> History:
+    """The records' history, with what each killed worker held or waited for
+    when it was killed."""
+    h = build(records, lambda w: workers[w])
     kills = {ev["w"]: ev["t"] for ev in events if ev["e"] == "kill"}
-    for w, s in open_section.items():
+    for w, s in h.holding.items():
         s.killed = kills.get(w)
-    for w, wait in open_wait.items():
+    for w, wait in h.waiting.items():
         if w in kills:
             wait.end, wait.out = kills[w], "killed"
-    return sections, waits
+    return h
 
 
 def check(
@@ -178,7 +86,8 @@ def check(
     fencing: bool = True,
 ) -> Report:
     report = Report()
-    sections, waits = build(records, workers, events)
+    h = history(records, workers, events)
+    sections, waits = h.holdings, h.waits
     stops: Dict[str, List[int]] = defaultdict(list)
     pauses: Dict[str, List[Tuple[int, int]]] = defaultdict(list)  # (stop, cont)
     for ev in events:
@@ -189,7 +98,7 @@ def check(
     wipes = sorted(ev["t"] for ev in events if ev["e"] == "wipe")
     blind = [(ev["t0"], ev["t1"]) for ev in events if ev["e"] == "blind"]
 
-    by_lock: Dict[Lock, List[Section]] = defaultdict(list)
+    by_lock: Dict[Lock, List[Holding]] = defaultdict(list)
     for s in sections:
         by_lock[s.lock].append(s)
     for s in sections:
@@ -203,8 +112,8 @@ def check(
         if s.lost is not None and s.out not in (None, "lost"):
             report.fail(f"{s} was told lost but letting go reported {s.out!r}")
 
-    def paused(s: Section, at: int) -> bool:
-        return any(s.enter <= t <= at for t in stops[s.worker])
+    def paused(s: Holding, at: int) -> bool:
+        return any(s.enter <= t <= at for t in stops[s.owner])
 
     def wiped(lo: int, hi: int) -> bool:
         i = bisect.bisect_right(wipes, lo)
@@ -226,7 +135,7 @@ def check(
     for s in sections:
         lease = s.ttl_ms * MS + RENEWAL_IN_FLIGHT_MS * MS
         end = s.exit if s.exit is not None else s.killed
-        if any(s.enter <= t0 and (end is None or t0 < end) and t1 - t0 > lease for t0, t1 in pauses[s.worker]):
+        if any(s.enter <= t0 and (end is None or t0 < end) and t1 - t0 > lease for t0, t1 in pauses[s.owner]):
             ended_while_running.add(id(s))
         if id(s) in ended_while_running and s.killed is None and not s.told:
             report.fail(f"{s}'s lease ended while it ran, and it was never told (let go with {s.out!r})")
@@ -238,7 +147,7 @@ def check(
 
 
 def check_room(
-    group: List[Section], name: str, paused: Callable[[Section, int], bool], wiped: Callable[[int, int], bool],
+    group: List[Holding], name: str, paused: Callable[[Holding, int], bool], wiped: Callable[[int, int], bool],
     report: Report,
 ) -> Set[int]:
     """1. Exclusion, over one lock's holdings in entry order: sweeps them,
@@ -246,7 +155,7 @@ def check_room(
     lease must have ended while they ran (someone entered where both had no
     room)."""
     ended: Set[int] = set()
-    believing: List[Tuple[int, int, Section]] = []
+    believing: List[Tuple[int, int, Holding]] = []
     for i, b in enumerate(group):
         while believing and believing[0][0] <= b.enter:
             heapq.heappop(believing)
@@ -274,18 +183,18 @@ def check_room(
 
 
 def check_tokens(
-    group: List[Section], workers: Dict[str, Dict[str, Any]], wiped: Callable[[int, int], bool], fencing: bool,
+    group: List[Holding], workers: Dict[str, Dict[str, Any]], wiped: Callable[[int, int], bool], fencing: bool,
     report: Report,
 ) -> None:
     """2. A mutex holder's or writer's token is above every token entered
     before it, and a reader's above every writer's before it; readers' and
     permit holders' tokens are unique. Within one server lifetime: the
     tokens seen so far are forgotten at a data loss."""
-    top: Optional[Tuple[int, Section]] = None  # the largest token entered so far
-    top_alone: Optional[Tuple[int, Section]] = None  # the same among mutex holders and writers
-    shared: Dict[int, Section] = {}
-    prev: Optional[Section] = None
-    last_of: Dict[str, Section] = {}  # each worker's latest holding so far
+    top: Optional[Tuple[int, Holding]] = None  # the largest token entered so far
+    top_alone: Optional[Tuple[int, Holding]] = None  # the same among mutex holders and writers
+    shared: Dict[int, Holding] = {}
+    prev: Optional[Holding] = None
+    last_of: Dict[str, Holding] = {}  # each worker's latest holding so far
     for b in group:
         if b.token is None:
             continue
@@ -295,18 +204,18 @@ def check_tokens(
                 report.count("tokens restarted after data loss")
             top, top_alone, shared = None, None, {}
         prev = b
-        above = top if b.kind in ALONE else top_alone
+        above = top if b.alone else top_alone
         if above is not None and not token > above[0]:
-            if carried_on(last_of.get(b.worker), b, workers):
+            if carried_on(last_of.get(b.owner), b, workers):
                 report.count("holdings taken on after an unanswered release")
-                if b.kind in ALONE:
+                if b.alone:
                     top_alone = (token, b)
                 top = (token, b)
             elif not fencing:
                 report.count("tokens out of entry order (no fencing promised)")
             else:
                 report.fail(f"{b} entered after {above[1]} with token {token} <= {above[0]}")
-        if b.kind not in ALONE:
+        if not b.alone:
             twin = shared.get(token)
             if twin is not None:
                 if not fencing:
@@ -316,12 +225,12 @@ def check_tokens(
             shared[token] = b
         if top is None or token > top[0]:
             top = (token, b)
-        if b.kind in ALONE and (top_alone is None or token > top_alone[0]):
+        if b.alone and (top_alone is None or token > top_alone[0]):
             top_alone = (token, b)
-        last_of[b.worker] = b
+        last_of[b.owner] = b
 
 
-def carried_on(a: Optional[Section], b: Section, workers: Dict[str, Dict[str, Any]]) -> bool:
+def carried_on(a: Optional[Holding], b: Holding, workers: Dict[str, Dict[str, Any]]) -> bool:
     """Whether `b` is the holding `a` (the previous one of its worker on this
     lock) taken on by its own owner: `a`'s release went unanswered (its
     holder got a connection error from it, recorded as `error:release:`), so
@@ -332,22 +241,22 @@ def carried_on(a: Optional[Section], b: Section, workers: Dict[str, Dict[str, An
     each CLI round are new owners), and only within that lease of the exit.
     Nobody else entered in between: the token would have grown."""
     return (
-        a is not None and a.worker == b.worker and a.kind == b.kind and a.token == b.token
-        and workers[a.worker].get("lang") == "py"
+        a is not None and a.owner == b.owner and a.kind == b.kind and a.token == b.token
+        and workers[a.owner].get("lang") == "py"
         and a.out is not None and a.out.startswith("error:release:") and a.exit is not None
         and b.enter <= a.exit + (a.ttl_ms + RENEWAL_IN_FLIGHT_MS) * MS
     )
 
 
 def check_writes(
-    writes: Sequence[Any], by_lock: Dict[Lock, List[Section]], wiped: Any, report: Report
+    writes: Sequence[Any], by_lock: Dict[Lock, List[Holding]], wiped: Any, report: Report
 ) -> None:
     """No write accepted from a holder once a newer holder had entered. The
     storage knows names only: a name's mutex and read-write lock writing to
     it are not meant to meet in one scenario."""
-    writers = {lock: [s for s in group if s.kind in ALONE] for lock, group in by_lock.items()}
+    writers = {lock: [s for s in group if s.alone] for lock, group in by_lock.items()}
     enters = {lock: [s.enter for s in group] for lock, group in writers.items()}
-    owner = {(s.worker, s.name, s.token): s for group in writers.values() for s in group}
+    owner = {(s.owner, s.name, s.token): s for group in writers.values() for s in group}
     for w in writes:
         if not w.accepted:
             report.count("stale writes refused")
@@ -368,8 +277,8 @@ def check_writes(
 
 
 def check_waits(
-    waits: Sequence[Wait],
-    by_lock: Dict[Lock, List[Section]],
+    waits: Sequence[Waiting],
+    by_lock: Dict[Lock, List[Holding]],
     stops: Dict[str, List[int]],
     wipes: List[int],
     blind: List[Tuple[int, int]],
@@ -377,79 +286,41 @@ def check_waits(
     late_ms: float,
     report: Report,
 ) -> None:
-    held: Dict[Lock, List[Tuple[int, int, Section]]] = {
+    """4. Waiting: each wait ended, a timed-out one by its deadline, and none
+    waited through more than its lease (+ 5% jitter) + `free_ms` while its
+    lock had room for it (more than `free_ms`: a slow handoff, counted)."""
+    held: Dict[Lock, List[Tuple[int, int, Holding]]] = {
         lock: [(min(s.since, s.enter), held_until(s, stops, wipes), s) for s in group] for lock, group in by_lock.items()
     }
-    writers_waiting: Dict[Lock, List[Tuple[int, int]]] = defaultdict(list)
+    by_lock_waits: Dict[Lock, List[Waiting]] = defaultdict(list)
     for w in waits:
-        if w.kind == "write" and w.end is not None:
-            writers_waiting[w.lock].append((w.start, w.end))
-    no_room: Dict[Tuple[Lock, str, int], List[Tuple[int, int]]] = {}
-
-    def busy(w: Wait) -> List[Tuple[int, int]]:
-        """When `w` had no room: a writer or a mutex waiter while anyone
-        held; a reader while a writer held or waited; a permit waiter while
-        every permit was held."""
-        key = (w.lock, w.kind, w.permits)
-        if key not in no_room:
-            spans = held.get(w.lock, [])
-            if w.kind == "read":
-                taken = [(lo, hi) for lo, hi, s in spans if s.kind == "write"] + writers_waiting[w.lock]
-            elif w.kind == "semaphore":
-                taken = crowded([(lo, hi) for lo, hi, _ in spans], w.permits)
-            else:
-                taken = [(lo, hi) for lo, hi, _ in spans]
-            no_room[key] = merge(taken + blind)
-        return no_room[key]
-
+        by_lock_waits[w.lock].append(w)
+    # The spans a mutex's or a writer's waiter had no room are every waiter's of that kind.
+    alike: Dict[Tuple[Lock, str], List[Tuple[int, int]]] = {}
     for w in waits:
-        report.count("waits")
-        if w.end is None:
-            report.fail(f"{w.worker}'s wait for {w.name!r} never ended")
+        if not ended(w, report):
             continue
-        waited_ms = (w.end - w.start) / MS
-        if w.out == "timeout":
-            report.count("timeouts")
-            if w.timeout_ms is None:
-                report.fail(f"{w.worker} timed out on {w.name!r} with no timeout set")
-            else:
-                report.peak("max timeout overshoot ms", waited_ms - w.timeout_ms)
-                if waited_ms > w.timeout_ms + late_ms:
-                    report.fail(f"{w.worker} gave up on {w.name!r} {waited_ms - w.timeout_ms:.0f} ms past its deadline")
-                if waited_ms < w.timeout_ms - 20:
-                    report.fail(f"{w.worker} gave up on {w.name!r} after {waited_ms:.0f} ms of {w.timeout_ms} ms")
-        elif w.out is not None and w.out.startswith("error"):
-            report.count("waits ended by an error")
-        if w.out in ("acquired", "timeout"):
-            lo, hi = longest_free(busy(w), w.start, w.end)
-            gap = (hi - lo) / MS
-            report.peak("max free while waiting ms", gap)
-            if gap > free_ms:
-                report.count("slow handoffs")
-            if gap > w.ttl_ms * 1.05 + free_ms:
-                room = {"mutex": "", "read": " to readers", "write": " to writers", "semaphore": " to a permit holder"}
-                report.fail(f"{w.worker} waited for {w.name!r} through {gap:.0f} ms while it was free{room[w.kind]}")
+        judge_timeout(w, late_ms, report)
+        key = (w.lock, w.kind)
+        busy = alike.get(key) if w.kind in ("mutex", "write") else None
+        if busy is None:
+            busy = merge(no_room(w, held.get(w.lock, []), by_lock_waits[w.lock]) + blind)
+            if w.kind in ("mutex", "write"):
+                alike[key] = busy
+        stretch = free_stretch(w, busy, report)
+        if stretch is None:
+            continue
+        gap = (stretch[1] - stretch[0]) / MS
+        if gap > free_ms:
+            report.count("slow handoffs")
+        judge_free(w, gap, w.ttl_ms * 1.05 + free_ms, report)
 
 
-def crowded(spans: List[Tuple[int, int]], level: int) -> List[Tuple[int, int]]:
-    """The stretches when at least `level` of `spans` overlap."""
-    edges = sorted([(lo, 1) for lo, _ in spans] + [(hi, -1) for _, hi in spans])
-    out: List[Tuple[int, int]] = []
-    depth, since = 0, 0
-    for t, step in edges:
-        if step < 0 and depth == level:
-            out.append((since, t))
-        depth += step
-        if step > 0 and depth == level:
-            since = t
-    return out
-
-
-def held_until(s: Section, stops: Dict[str, List[int]], wipes: List[int]) -> int:
+def held_until(s: Holding, stops: Dict[str, List[int]], wipes: List[int]) -> int:
     """The latest the lock may have stayed taken by this holding."""
     lease = int(s.ttl_ms * MS)
     end = s.exit if s.exit is not None else (s.killed + lease if s.killed is not None else s.enter)
-    for t in stops[s.worker]:
+    for t in stops[s.owner]:
         if s.enter <= t <= end:
             end = min(end, t + lease)
     i = bisect.bisect_right(wipes, s.enter)

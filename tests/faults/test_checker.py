@@ -123,7 +123,7 @@ def test_a_wait_past_its_deadline_or_through_a_free_lock_fails() -> None:
     assert any("after 900 ms" in p for p in problems(early + busy))
     # The lock is free from 11 ms on; the waiter gives up at 1000 ms.
     stranded = [late[0], {**late[1], "t": ms(1000)}]
-    assert any("while it was free" in p for p in problems(stranded + holding("a", 1, 0, 10, 11)))
+    assert any("while the lock was free" in p for p in problems(stranded + holding("a", 1, 0, 10, 11)))
 
 
 def test_a_killed_holder_keeps_the_lock_for_at_most_its_lease() -> None:
@@ -132,7 +132,7 @@ def test_a_killed_holder_keeps_the_lock_for_at_most_its_lease() -> None:
     in_time = holding("b", 2, 600, 610, 611, since=15)
     assert problems(killed + in_time, events) == []
     too_late = holding("b", 2, 20 + 500 + 500 * 1.05 + 200 + 10, 1800, 1801, since=15)
-    assert any("while it was free" in p for p in problems(killed + too_late, events))
+    assert any("while the lock was free" in p for p in problems(killed + too_late, events))
 
 
 def test_a_holding_that_never_ends_fails() -> None:
@@ -214,14 +214,14 @@ def test_a_reader_waits_only_for_writers_and_a_permit_holder_only_for_a_full_sem
     ]
     # Only readers held: the waiting reader had room all along.
     found = problems(reader + holding("a", 1, 0, 1400, 1401, **READ))
-    assert any("while it was free to readers" in p for p in found), found
+    assert any("while the lock was free to readers" in p for p in found), found
     # A writer waited in line (writers go first), then held.
     writer = holding("b", 2, 1100, 1200, 1201, since=0, **WRITE)
     assert problems(reader + holding("a", 1, 0, 1050, 1051, **READ) + writer) == []
     permit = [{**r, **SEM2} for r in reader]
     one_held = holding("a", 1, 0, 1400, 1401, **SEM2)
     found = problems(permit + one_held)
-    assert any("while it was free to a permit holder" in p for p in found), found
+    assert any("while the lock was free to a permit holder" in p for p in found), found
     assert problems(permit + one_held + holding("b", 2, 0, 1400, 1401, **SEM2)) == []
 
 

@@ -1,7 +1,7 @@
 """Judges one network-fault schedule after the fact, from what the workers
 recorded (see worker.py) and the faults the driver injected, all on one clock
 (CLOCK_MONOTONIC nanoseconds). One lock per schedule: a mutex, a read-write
-lock or a semaphore, whose capacity (capacity.py) replaces "one holder" in
+lock or a semaphore, whose room (rlock_test_support.history.room) replaces "one holder" in
 the promises below for the last two.
 
 A holder *believes* it holds the lock at each `step` stamp (taken before it
@@ -87,10 +87,12 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from rlock_test_support.history.records import Holding, Waiting, build
+from rlock_test_support.history.room import Room
+from rlock_test_support.history.waits import ended, free_stretch, judge_free, judge_timeout, no_room
 from rlock_test_support.report import Report
 from rlock_test_support.spans import MS, longest_free, merge
 
-from capacity import Capacity
 
 SLACK_MS = 250
 RECONNECT_MS = 250
@@ -108,80 +110,15 @@ BROKEN = ("reset", "drop_reply", "cut_request", "drop_request")
 LOST_SLACK_MS = 20
 
 
-@dataclass
-class Section:
-    task: str
-    token: Optional[int]
-    enter: int
-    ttl_ms: float
-    asked: int = 0  # when its wait began: the request that set its lease left after this
-    renewed: int = 0  # the latest moment a request of its own may have reset its lease
-    auto_renew: bool = True
-    side: str = "write"  # read | write: a read-write lock's side (a mutex's and a semaphore's write)
-    take: int = 1  # the permits it holds
-    # Its owner's last wait or release before it ended in an error: Redis may
-    # have applied that acquisition, which this one then re-entered, token and all.
-    after_error: bool = False
-    beliefs: List[int] = field(default_factory=list)
-    re_entries: List[int] = field(default_factory=list)  # nested acquires that took it again
-    lost: Optional[int] = None
-    rel: Optional[int] = None
-    exit: Optional[int] = None
-    out: Optional[str] = None
-
-    @property
-    def inside(self) -> bool:
-        """Whether it ever believed it held the lock (one step at least): a
-        holding told lost before its first step never entered."""
-        return bool(self.beliefs)
-
-    @property
-    def believed_from(self) -> int:
-        return self.beliefs[0]
-
-    @property
-    def believed_until(self) -> int:
-        return self.beliefs[-1]
-
-    @property
-    def told(self) -> bool:
-        return self.lost is not None or self.out in ("lost", "notowned")
-
-    @property
-    def let_go(self) -> Optional[int]:
-        """When it began to let go (None: never)."""
-        return self.rel if self.rel is not None else self.exit
-
-    def resumes(self, earlier: "Section") -> bool:
-        """Whether it is `earlier` resumed by the same owner after its release
-        went unanswered (README, Guarantees: the watchdog), not a new holding."""
-        return (earlier.task == self.task and earlier.token == self.token and earlier.out is not None
-                and earlier.out.startswith("error"))
-
-    def held_until(self) -> int:
-        """The latest the lock may have stayed taken by this holding."""
-        end = self.exit if self.exit is not None else max([self.enter, *self.beliefs])
-        if self.out == "released":
-            return end
-        if self.told:
-            told = min(t for t in (self.lost, self.exit) if t is not None)
-            return told + int((self.ttl_ms * 0.01 + LOST_SLACK_MS) * MS)
-        return end + int(self.ttl_ms * MS)
-
-    def __str__(self) -> str:
-        return f"{self.task}#{self.token}"
-
-
-@dataclass
-class Wait:
-    task: str
-    start: int
-    ttl_ms: float
-    timeout_ms: Optional[float]
-    end: Optional[int] = None
-    out: Optional[str] = None
-    side: str = "write"
-    take: int = 1
+def held_until(s: Holding) -> int:
+    """The latest the lock may have stayed taken by this holding."""
+    end = s.exit if s.exit is not None else max([s.enter, *s.beliefs])
+    if s.out == "released":
+        return end
+    if s.told:
+        told = min(t for t in (s.lost, s.exit) if t is not None)
+        return told + int((s.ttl_ms * 0.01 + LOST_SLACK_MS) * MS)
+    return end + int(s.ttl_ms * MS)
 
 
 @dataclass
@@ -222,61 +159,6 @@ class Fault:
         return self.what in BROKEN and self.kind in ("pubsub", "any")
 
 
-def build(records: Iterable[Dict[str, Any]], tasks: Dict[str, Dict[str, Any]]
-          ) -> Tuple[List[Section], List[Wait], List[str], List[str]]:
-    """The holdings, the waits, the notes and the refusals the records tell."""
-    sections: List[Section] = []
-    waits: List[Wait] = []
-    notes: List[str] = []
-    refused: List[str] = []
-    open_section: Dict[str, Section] = {}
-    open_wait: Dict[str, Wait] = {}
-    errored: Dict[str, bool] = {}
-    waited: Dict[str, int] = {}
-    for r in records:
-        k, e = r["k"], r["e"]
-        task = tasks[k]
-        if e == "wait":
-            # A task's rounds (nemesis.py) give each wait its own lease and timeout.
-            rounds = task.get("rounds")
-            n = waited[k] = waited.get(k, -1) + 1
-            terms = {**task, **rounds[n]} if rounds and n < len(rounds) else task
-            open_wait[k] = Wait(k, r["t"], terms["ttl_ms"], terms.get("timeout_ms"), side=r.get("side", "write"),
-                                take=task.get("take", 1))
-            waits.append(open_wait[k])
-        elif e == "waited":
-            w = open_wait.pop(k)
-            w.end, w.out = r["t"], r["out"]
-            errored[k] = errored.get(k, False) or w.out.startswith("error")
-        elif e == "enter":
-            w = open_wait.pop(k)
-            w.end, w.out = r["t"], "acquired"
-            open_section[k] = Section(k, r["tok"], r["t"], w.ttl_ms, asked=w.start, renewed=r["t"],
-                                      auto_renew=task.get("auto_renew", True), side=w.side, take=w.take,
-                                      after_error=errored.get(k, False))
-            sections.append(open_section[k])
-        elif e == "step":
-            open_section[k].beliefs.append(r["t"])
-        elif e == "nested":
-            open_section[k].renewed = max(open_section[k].renewed, r["t"])
-            if r.get("re"):
-                open_section[k].re_entries.append(r["t"])
-        elif e == "lost":
-            s = open_section[k]
-            s.lost = r["t"] if s.lost is None else min(s.lost, r["t"])
-        elif e == "rel":
-            open_section[k].rel = r["t"]
-        elif e == "exit":
-            s = open_section.pop(k)
-            s.exit, s.out = r["t"], r["out"]
-            errored[k] = s.out.startswith("error")
-        elif e == "note":
-            notes.append(f"{k}: {r['what']}")
-        elif e == "refused":
-            refused.append(f"{k}: {r['what']}")
-    return sections, waits, notes, refused
-
-
 def check(
     records: Iterable[Dict[str, Any]],
     tasks: Dict[str, Dict[str, Any]],
@@ -289,8 +171,9 @@ def check(
     tokens must grow (not under Redlock); `node_timeout_ms`: a Redlock's node
     timeout."""
     report = Report(shown=20)
-    cap = Capacity.of(tasks)
-    sections, waits, notes, refused = build(records, tasks)
+    cap = Room.of(tasks)
+    h = build(records, lambda k: tasks[k])
+    sections, waits, notes, refused = h.holdings, h.waits, h.notes, h.refused
     # Promises 1, 2 and 4 are about holders that believed they held the lock,
     # in the order they began to (an acquisition told lost before its first
     # step never used the lock, nor its token).
@@ -358,48 +241,32 @@ def check(
         _growing_tokens(inside, fencing, report)
 
     # 3. Waiting.
-    busy = merge([(s.enter, s.held_until()) for s in sections])
+    held = [(s.enter, held_until(s), s) for s in sections]
+    busy = merge([(lo, hi) for lo, hi, _ in held])
     lossy = sorted(f.at for f in faults if f.may_lose_messages)
     dropped = sorted(f.at for f in faults if f.what == "drop_request")
-    previous: Dict[str, Wait] = {}
+    previous: Dict[str, Waiting] = {}
     for w in waits:
-        before, previous[w.task] = previous.get(w.task), w
+        before, previous[w.owner] = previous.get(w.owner), w
         # Its owner's last wait gave up while requests were dropped: its
         # leaving may still be tried in the background, and this wait waits for it.
         cleanup = CLEANUP_MS if before is not None and before.out != "acquired" and before.end is not None and any(
             before.start <= t <= w.start + CLEANUP_MS * MS for t in dropped) else 0.0
-        report.count("waits")
-        if w.end is None:
-            report.fail(f"[3] {w.task}'s wait never ended")
+        if not ended(w, report, "[3] "):
             continue
-        if w.out is not None and w.out.startswith("error"):
-            report.count("waits ended by an error")
-        if w.out == "timeout":
-            report.count("timeouts")
-            if w.timeout_ms is None:
-                report.fail(f"[3] {w.task} timed out with no timeout set")
-            else:
-                late = (w.end - w.start) / MS - w.timeout_ms
-                report.peak("max timeout overshoot ms", late)
-                if late > SLACK_MS + cleanup + allowance(w, w.start, w.end, faults, lossy, node_timeout_ms):
-                    report.fail(f"[3] {w.task} gave up {late:.0f} ms past its deadline")
-        if w.out not in ("acquired", "timeout"):
+        late = SLACK_MS + cleanup + allowance(w, w.start, w.end, faults, lossy, node_timeout_ms)
+        judge_timeout(w, late, report, "[3] ")
+        stretch = free_stretch(w, no_room(w, held, waits) if cap.shared else busy, report)
+        if stretch is None:
             continue
-        lo, hi = longest_free(_busy_for(w, cap, sections, waits) if cap.shared else busy, w.start, w.end)
-        gap = (hi - lo) / MS
-        report.peak("max free while waiting ms", gap)
+        lo, hi = stretch
         bound = SLACK_MS + cleanup + allowance(w, lo, hi, faults, lossy, node_timeout_ms)
-        margin = report.figures.get("closest wait to its bound ms")
-        if margin is None or gap - bound > margin:
-            report.figures["closest wait to its bound ms"] = round(gap - bound, 1)
-        if gap > bound:
-            report.fail(f"[3] {w.task} waited through {gap:.0f} ms while the lock was free "
-                        f"{'for it ' if cap.shared else ''}(bound {bound:.0f} ms from the faults)")
+        judge_free(w, (hi - lo) / MS, bound, report, "[3] ", f" (bound {bound:.0f} ms from the faults)")
     report.figures.setdefault("violations", 0)
     return report
 
 
-def _exclusion(inside: List[Section], forgotten: List[int], report: Report) -> None:
+def _exclusion(inside: List[Holding], forgotten: List[int], report: Report) -> None:
     """1. and 2. for a mutex: nobody enters while another believes (beside a
     holding whose masters forgot it, one told it lost the lock), and a
     holder someone entered before it let go was told."""
@@ -429,7 +296,7 @@ def _exclusion(inside: List[Section], forgotten: List[int], report: Report) -> N
                         f"belief, before it let go, and {a} was never told (let go with {a.out!r})")
 
 
-def _capacity(inside: List[Section], cap: Capacity, report: Report) -> None:
+def _capacity(inside: List[Holding], cap: Room, report: Report) -> None:
     """1. and 2. for a read-write lock or a semaphore: each entry fits beside
     those still believing; beside every holder that had not begun to let go,
     it fits once those told lost are left out."""
@@ -449,7 +316,7 @@ def _capacity(inside: List[Section], cap: Capacity, report: Report) -> None:
                         f"admits beside {_list(believing, cap) or 'nobody else'}, and none of them was told")
 
 
-def _crowds(cap: Capacity, a: Section, b: Section, inside: List[Section]) -> bool:
+def _crowds(cap: Room, a: Holding, b: Holding, inside: List[Holding]) -> bool:
     """Whether `b` entering while `a` held (a's lease still running) is more than
     the lock admits, counting the others then holding and told nothing."""
     if not cap.shared:
@@ -460,7 +327,7 @@ def _crowds(cap: Capacity, a: Section, b: Section, inside: List[Section]) -> boo
     return not cap.fits(others + [a, b])
 
 
-def _growing_tokens(inside: List[Section], fencing: bool, report: Report) -> None:
+def _growing_tokens(inside: List[Holding], fencing: bool, report: Report) -> None:
     for a, b in zip(inside, inside[1:]):
         if a.token is not None and b.token is not None and not b.token > a.token:
             if b.resumes(a):
@@ -471,10 +338,10 @@ def _growing_tokens(inside: List[Section], fencing: bool, report: Report) -> Non
                 report.count("tokens out of entry order (Redlock: none promised)")
 
 
-def _unique_tokens(sections: List[Section], inside: List[Section], cap: Capacity, report: Report) -> None:
+def _unique_tokens(sections: List[Holding], inside: List[Holding], cap: Room, report: Report) -> None:
     """4. for a read-write lock or a semaphore: holders share the lock, so
     their entry order need not be their tokens' order, but for writers."""
-    by_token: Dict[int, Section] = {}
+    by_token: Dict[int, Holding] = {}
     for s in sorted(sections, key=lambda s: s.enter):
         if s.token is None:
             continue
@@ -496,56 +363,21 @@ def _unique_tokens(sections: List[Section], inside: List[Section], cap: Capacity
                 report.fail(f"[4] {b} began to wait after {a} entered, yet got token {b.token} < {a.token}")
     for i, a in enumerate(inside):
         for b in inside[i + 1:]:
-            if "write" not in (a.side, b.side) or cap.kind != "rw" or a.token is None or b.token is None:
+            if "write" not in (a.side, b.side) or cap.family != "rw" or a.token is None or b.token is None:
                 continue
             if not b.token > a.token and not b.resumes(a):
                 report.fail(f"[4] {b} ({b.side}) entered after {a} ({a.side}) with token {b.token} <= {a.token}")
 
 
-def _busy_for(w: Wait, cap: Capacity, sections: List[Section], waits: List[Wait]) -> List[Tuple[int, int]]:
-    """When the lock was not free for waiter `w` (see 3.), merged."""
-    if cap.kind == "rw" and w.side == "write":
-        return merge([(s.enter, s.held_until()) for s in sections])
-    never = max([s.held_until() for s in sections] + [v.end or 0 for v in waits] + [w.end or 0]) + 1
-
-    def until(v: Wait) -> int:
-        return v.end if v.end is not None else never
-
-    if cap.kind == "rw":
-        # A writer inside, or waiting: readers wait behind it.
-        return merge([(s.enter, s.held_until()) for s in sections if s.side == "write"]
-                     + [(v.start, until(v)) for v in waits if v is not w and v.side == "write"])
-    # A semaphore: the permits held, and those asked before it in the line.
-    load = [(s.enter, s.held_until(), s.take) for s in sections]
-    load += [(v.start, until(v), v.take) for v in waits if v is not w and v.start < w.start]
-    return _over(load, cap.permits - w.take)
+def _what(s: Holding, cap: Room) -> str:
+    return f"{s.take} permit{'s' if s.take > 1 else ''}" if cap.family == "semaphore" else s.side
 
 
-def _over(load: List[Tuple[int, int, int]], room: int) -> List[Tuple[int, int]]:
-    """The spans where the load (spans with weights) is above `room`."""
-    events = sorted([(lo, n) for lo, hi, n in load if hi > lo] + [(hi, -n) for lo, hi, n in load if hi > lo],
-                    key=lambda e: (e[0], e[1]))
-    spans: List[Tuple[int, int]] = []
-    total, since = 0, None
-    for t, n in events:
-        total += n
-        if total > room and since is None:
-            since = t
-        elif total <= room and since is not None:
-            spans.append((since, t))
-            since = None
-    return merge(spans)
-
-
-def _what(s: Section, cap: Capacity) -> str:
-    return f"{s.take} permit{'s' if s.take > 1 else ''}" if cap.kind == "semaphore" else s.side
-
-
-def _list(sections: Sequence[Section], cap: Capacity) -> str:
+def _list(sections: Sequence[Holding], cap: Room) -> str:
     return ", ".join(f"{s} ({_what(s, cap)})" for s in sections)
 
 
-def allowance(w: Wait, lo: int, hi: int, faults: Sequence[Fault], lossy: List[int],
+def allowance(w: Waiting, lo: int, hi: int, faults: Sequence[Fault], lossy: List[int],
               node_timeout_ms: Optional[float] = None) -> float:
     """What the faults around [lo, hi] may add to a wake-up, in ms (see 3.)."""
     reach = int((w.ttl_ms * 1.05 + 50 + SLACK_MS) * MS)

@@ -339,7 +339,7 @@ def test_a_semaphore_waiter_left_waiting_with_its_permits_free_fails() -> None:
     # a holds one permit of two from 0 to 600; b waits from 5 and enters at 602.
     records = holding("a", 1, 0, 600, 601) + holding("b", 3, 602, 610, 611, wait=5)
     found = check(records, semaphore(2)).problems
-    assert any(p.startswith("[3]") and "free for it" in p for p in found), found
+    assert any(p.startswith("[3]") and "free to a permit holder" in p for p in found), found
     # Both permits taken meanwhile (c), or b asking both: not free for b.
     busy = records + holding("c", 2, 1, 599, 599.5)
     assert check(busy, semaphore(2)).problems == []
@@ -355,7 +355,7 @@ def test_a_semaphore_waiter_behind_a_larger_request_is_not_stranded() -> None:
     # Asked after b, c stands behind it: b was stranded while one permit was free.
     late = (holding("a", 1, 0, 600, 601) + holding("c", 2, 602, 700, 701, wait=8)
             + holding("b", 3, 702, 710, 711, wait=5))
-    assert any("b waited" in p and "free for it" in p for p in check(late, semaphore(2, c=2)).problems)
+    assert any("b waited" in p and "free to a permit holder" in p for p in check(late, semaphore(2, c=2)).problems)
 
 
 def test_a_reader_waits_behind_a_waiting_writer_but_not_behind_readers() -> None:
