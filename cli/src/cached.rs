@@ -143,15 +143,8 @@ pub async fn run(args: CachedArgs) -> u8 {
     };
     let rebuilder = args.rebuilder();
     let nothing_found = args.none_exit.unwrap_or(exit::NOTHING_FOUND);
-    let mut signals = match Signals::new() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("rlock: cannot handle signals: {e}");
-            return exit::LOST;
-        }
-    };
-    let client = match args.connection.client().await {
-        Ok(c) => c,
+    let (mut signals, client) = match args.connection.signals_and_client().await {
+        Ok(both) => both,
         Err(code) => return code,
     };
     let cache = match client.cache(&args.key, options) {

@@ -205,15 +205,8 @@ pub async fn run(args: ExecArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let mut signals = match Signals::new() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("rlock: cannot handle signals: {e}");
-            return exit::LOST;
-        }
-    };
-    let client = match args.connection.client().await {
-        Ok(c) => c,
+    let (mut signals, client) = match args.connection.signals_and_client().await {
+        Ok(both) => both,
         Err(code) => return code,
     };
     let name = &target.name;

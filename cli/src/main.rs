@@ -93,6 +93,17 @@ impl Connection {
         self.connect().await.map_err(|e| error::fail(&e))
     }
 
+    /// What a command run under a lock needs first: the signals it
+    /// forwards to the command, then the client; or the exit status of the
+    /// failure of either.
+    async fn signals_and_client(&self) -> Result<(command::Signals, Client), u8> {
+        let signals = command::Signals::new().map_err(|e| {
+            eprintln!("rlock: cannot handle signals: {e}");
+            exit::LOST
+        })?;
+        Ok((signals, self.client().await?))
+    }
+
     /// The client of a subcommand about the lock `name`: a bad name is a
     /// usage error, before any I/O (not a connection error).
     async fn client_for(&self, name: &str) -> Result<Client, u8> {

@@ -11,7 +11,6 @@ use std::time::Duration;
 use clap::Args;
 use rlock_core::{validate, Error, JobArgs, JobOptions, Unit};
 
-use crate::command::Signals;
 use crate::error::fail;
 use crate::exec::{ended, run_under, Invocation};
 use crate::{exit, Connection};
@@ -79,15 +78,8 @@ pub async fn run(args: OnceArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let mut signals = match Signals::new() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("rlock: cannot handle signals: {e}");
-            return exit::LOST;
-        }
-    };
-    let client = match args.connection.client().await {
-        Ok(c) => c,
+    let (mut signals, client) = match args.connection.signals_and_client().await {
+        Ok(both) => both,
         Err(code) => return code,
     };
     let job = match client.start_job(&target.name, options).await {

@@ -271,14 +271,9 @@ async fn a_forced_release_wakes_the_waiters_that_are_not_in_line() {
     let wait = tokio::spawn(async move { rival.acquire(Wait::Forever).await.map(|_| ()) });
     // Waiting once it listens for the release message.
     assert!(
-        eventually(Duration::from_secs(5), || {
-            let (_, n): (String, i64) = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg("rlock:{stuck}:released")
-                .query(&mut redis.conn())
-                .unwrap();
-            n >= 1
-        })
+        eventually(Duration::from_secs(5), || redis
+            .subscribers("rlock:{stuck}:released")
+            >= 1)
         .await
     );
     other

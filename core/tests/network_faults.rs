@@ -560,19 +560,20 @@ async fn a_release_tried_again_for_a_dropped_acquisition_never_ends_a_later_hold
         .await
         .unwrap();
     let clone = lock.clone();
+    let scripts_run = server.calls("evalsha");
     let waiting = tokio::spawn(async move {
         let held = clone.acquire(Wait::For(Duration::from_secs(30))).await;
         (held, clone)
     });
-    let listeners = || -> i64 {
-        let reply: (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("rlock:{race}:released")
-            .query(&mut server.conn())
-            .unwrap();
-        reply.1
-    };
-    assert!(eventually(Duration::from_secs(5), || listeners() == 1).await);
+    // Sleeping once it listens and its first attempt ran (else that attempt
+    // may find the lock freed below, and take it).
+    assert!(
+        eventually(Duration::from_secs(5), || server
+            .subscribers("rlock:{race}:released")
+            == 1
+            && server.calls("evalsha") > scripts_run)
+        .await
+    );
     // That holding ends without a message: the lock is free, the wait sleeps on.
     let _: () = server.conn().del("rlock:{race}").unwrap();
     // The owner's attempt is dropped before its reply; it lands. The release
