@@ -5,7 +5,7 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: test lint test-rust
 
 ## Every check CI runs: formatting, lints, one version, every test suite, and the release artefacts installed.
-test: lint test-rust test-python test-node test-matrix test-interop test-faults test-netfaults test-soak test-docs test-dist
+test: lint test-rust test-python test-node test-go test-matrix test-interop test-faults test-netfaults test-soak test-docs test-dist
 
 ## What make test checks first: make check, and one version across the artefacts.
 lint: check
@@ -13,7 +13,7 @@ lint: check
 	scripts/check-version
 
 # Every crate's source folder: none may have modules that depend on each other in a cycle.
-CRATE_SOURCES := core/src python/src node/src cli/src bench/src tests/support/rust/src
+CRATE_SOURCES := core/src python/src node/src cli/src ffi/src bench/src tests/support/rust/src
 
 .PHONY: check test-quick
 ## The loop to run many times a day: formatting, clippy, and no module cycle in any crate.
@@ -21,12 +21,16 @@ check:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	for src in $(CRATE_SOURCES); do scripts/check-module-cycles $$src || exit 1; done
+	test -z "$$(gofmt -l go)" || { gofmt -l go; exit 1; }
+	cd go && go vet ./...
 
 # The core's suites that take seconds, not tens of seconds (the Cluster, Sentinel, inspection,
 # lifetime, property and security suites are test-rust's).
 QUICK_RUST_SUITES := $(filter-out cluster sentinel inspection lifetime properties security,\
 	$(basename $(notdir $(wildcard core/tests/*.rs))))
-DEBUG_ADDON := target/debug/rlock.node
+# The debug addon and its loader, built by napi beside the release ones of node-package, not over them.
+DEBUG_NAPI := target/debug/napi
+DEBUG_ADDON := $(DEBUG_NAPI)/rlock.linux-x64-gnu.node
 
 QUICK_RUST_TESTS := --workspace --lib $(addprefix --test ,$(QUICK_RUST_SUITES))
 
@@ -34,20 +38,38 @@ QUICK_RUST_TESTS := --workspace --lib $(addprefix --test ,$(QUICK_RUST_SUITES))
 ## through NAPI_RS_NATIVE_LIBRARY_PATH, leaving the release addon of make test alone). Built first,
 ## then the three run side by side: they wait on Redis more than on the CPU, and each starts its
 ## own servers on free ports.
-test-quick: python-package node-dev-tools
+test-quick: python-package node-dev-tools go-lib
 	scripts/ensure-redis
-	cargo build -p rlock-node
-	cp target/debug/librlock_node.so $(DEBUG_ADDON)
+	node_modules/.bin/napi build --platform --manifest-path node/Cargo.toml --output-dir $(DEBUG_NAPI) \
+		--js native.js --no-dts-header --dts native.d.ts
+	test -e node/native.js || cp $(DEBUG_NAPI)/native.js node/native.js
 	cargo test $(QUICK_RUST_TESTS) --no-run --quiet
-	$(MAKE) --no-print-directory -j3 --output-sync=target quick-rust quick-python quick-node
+	$(MAKE) --no-print-directory -j3 --output-sync=target quick-rust quick-python quick-node quick-go
 
-.PHONY: quick-rust quick-python quick-node
+.PHONY: quick-rust quick-python quick-node quick-go
 quick-rust:
 	cargo test $(QUICK_RUST_TESTS) --quiet
 quick-python:
 	.venv/bin/python -m pytest tests/python -q
 quick-node:
 	NAPI_RS_NATIVE_LIBRARY_PATH=$(CURDIR)/$(DEBUG_ADDON) node --test tests/node/
+quick-go:
+	cd go && go test -count=1 ./...
+
+.PHONY: go-lib test-go
+# The core's C ABI as the static library the Go module links (go/lib/linux_amd64/librlock.a), a
+# debug build here; its header, ffi/include/rlock.h, is checked against the crate by cargo test.
+go-lib:
+	cargo build -p rlock-ffi
+	mkdir -p go/lib/linux_amd64
+	cp target/debug/librlock.a go/lib/linux_amd64/librlock.a
+
+## The Go face's tests (go/), against the debug build of the core's C ABI: plain, under the race
+## detector, and with cgo's pointer rules checked on every store (GOEXPERIMENT=cgocheck2).
+test-go: go-lib
+	scripts/ensure-redis
+	cd go && go vet ./... && go test -count=1 ./... && go test -count=1 -race ./... \
+		&& GOEXPERIMENT=cgocheck2 go test -count=1 ./...
 
 test-rust:
 	scripts/ensure-redis
@@ -166,16 +188,17 @@ $(NODE_ADDON): $(NODE_ADDON_SOURCES) | node-dev-tools .venv/.cargo-zigbuild
 	touch $@
 
 .PHONY: test-interop
-## One lock across runtimes: Python, Node, Rust and the CLI contend on one redis-server.
-test-interop: python-package node-package rust-programs
+## One lock across runtimes: Python, Node, Rust, Go and the CLI contend on one redis-server.
+test-interop: python-package node-package rust-programs go-lib
 	scripts/ensure-redis
+	cd go && go build -o ../target/debug/go_interop_worker ./internal/interopworker
 	.venv/bin/python -m pytest tests/interop
 
 .PHONY: test-docs
 ## The documentation: every link of README.md, CONTRIBUTING.md, core/rust.md and docs/ into the repository is
 ## relative and leads to a file and heading of the checkout (none names the project's home), and every sample
 ## runs as pasted against a redis-server and prints what the page shows.
-test-docs: python-package node-package rust-programs
+test-docs: python-package node-package rust-programs go-lib
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/docs
 

@@ -73,6 +73,16 @@ def javascript(block: Block, node_project: Path, workdir: Path, env: Dict[str, s
     return run(["node", str(sample)], folder, env)
 
 
+def go(block: Block, workdir: Path, env: Dict[str, str]) -> str:
+    """A program of package main, in a module that finds the Go face in this
+    checkout (its static library built by `make go-lib`)."""
+    (workdir / "go.mod").write_text(
+        "module sample\n\ngo 1.21\n\nrequire github.com/redis-rlock/redis-rlock/go v0.0.0\n\n"
+        f"replace github.com/redis-rlock/redis-rlock/go => {ROOT / 'go'}\n")
+    (workdir / "main.go").write_text(block.code)
+    return run(["go", "run", "."], workdir, env)
+
+
 def shell(block: Block, workdir: Path, env: Dict[str, str]) -> str:
     sample = workdir / "sample.sh"
     sample.write_text(block.code)
@@ -95,6 +105,9 @@ def syntax(block: Block, workdir: Path) -> None:
         sample = workdir / ("sample.mjs" if is_esm(block) else "sample.cjs")
         sample.write_text(block.code)
         run(["node", "--check", str(sample)], workdir, dict(os.environ))
+    elif block.lang == "go":
+        (workdir / "main.go").write_text(block.code)
+        run(["gofmt", "-e", str(workdir / "main.go")], workdir, dict(os.environ))
     elif block.lang in ("sh", "console"):
         code = console_commands(block.code) if block.lang == "console" else block.code
         (workdir / "sample.sh").write_text(code)

@@ -13,7 +13,7 @@ import pytest
 import samples
 from pages import FRAGMENT, OUTPUT, ROOT, Block, all_pages, name, read
 
-RUNS = {"python", "js", "mjs", "console", "sh"}
+RUNS = {"python", "js", "mjs", "go", "console", "sh"}
 # Shown, not run: ```text is output or prose; ```toml is parsed; ```rust is
 # compiled by `cargo test -p rlock-core --doc` (see the last test).
 SHOWN = {"text", "toml", "rust"}
@@ -25,7 +25,7 @@ def blocks() -> List[Block]:
 
 def run_blocks() -> List[Block]:
     return [b for b in blocks() if b.lang in RUNS and b.marker != FRAGMENT
-            and (b.lang in ("python", "js", "mjs") or samples.calls_rlock(b))]
+            and (b.lang in ("python", "js", "mjs", "go") or samples.calls_rlock(b))]
 
 
 def fragments() -> List[Block]:
@@ -62,6 +62,8 @@ def test_a_sample_runs_as_pasted_and_prints_what_the_page_shows(
         printed = samples.python(block, tmp_path, sample_env)
     elif block.lang in ("js", "mjs"):
         printed = samples.javascript(block, node_project, tmp_path, sample_env)
+    elif block.lang == "go":
+        printed = samples.go(block, tmp_path, sample_env)
     elif block.lang == "console":
         printed = samples.console(block, tmp_path, sample_env)
     else:

@@ -11,12 +11,12 @@ import pytest
 
 from rlock_test_support.servers import RedisServer
 
-from contenders import RLOCK, RUST_WORKER, Contenders
+from contenders import GO_WORKER, RLOCK, RUST_WORKER, Contenders
 
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[RedisServer]:
-    for binary in (RLOCK, RUST_WORKER):
+    for binary in (RLOCK, RUST_WORKER, GO_WORKER):
         assert os.access(binary, os.X_OK), f"{binary} is missing: run `make test-interop`"
     s = RedisServer()
     yield s

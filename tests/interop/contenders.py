@@ -1,7 +1,8 @@
 """The contenders of one lock across runtimes, all answering the same calls:
 
-- Python, Node and Rust: a long-lived worker process (worker.py, worker.js,
-  core/examples/interop_worker.rs) driven one line at a time;
+- Python, Node, Rust and Go: a long-lived worker process (worker.py,
+  worker.js, core/examples/interop_worker.rs, go/internal/interopworker)
+  driven one line at a time;
 - the CLI: one `rlock exec` process per holding, its command printing the
   fencing token and then waiting for a line on stdin before it ends.
 
@@ -12,7 +13,7 @@ Each also reads cache entries (`start_cached`, `go`, `cached_answer`, as
 worker.py documents them; the CLI through one `rlock cached` process per
 read) and invalidates them.
 
-`make test-interop` builds the `rlock` binary and the Rust worker first.
+`make test-interop` builds the `rlock` binary and the Rust and Go workers first.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 RLOCK = os.path.join(TARGET, "debug", "rlock")
 RUST_WORKER = os.path.join(TARGET, "debug", "examples", "interop_worker")
+GO_WORKER = os.path.join(TARGET, "debug", "go_interop_worker")
 
-KINDS = ["python", "node", "rust", "cli"]
-LONG_LIVED = ["python", "node", "rust"]
+KINDS = ["python", "node", "rust", "go", "cli"]
+LONG_LIVED = ["python", "node", "rust", "go"]
 # Every reply has a deadline; a contender that hangs fails the test.
 REPLY_WITHIN = 20.0
 
@@ -51,7 +53,7 @@ def permit_of(permits: int) -> str:
 
 
 class Worker(Child):
-    """A Python, Node or Rust worker process (see worker.py for the protocol)."""
+    """A Python, Node, Rust or Go worker process (see worker.py for the protocol)."""
 
     def __init__(self, kind: str, argv: List[str], url: str) -> None:
         super().__init__(argv, f"the {kind} worker", env={"REDIS_URL": url})
@@ -327,6 +329,8 @@ class Contenders:
             return Worker(kind, ["node", os.path.join(HERE, "worker.js")], url)
         if kind == "rust":
             return Worker(kind, [RUST_WORKER], url)
+        if kind == "go":
+            return Worker(kind, [GO_WORKER], url)
         return Cli(url)
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from rlock_test_support.waiting import eventually
 
 from contenders import KINDS, MUTEX, READ, Contenders, permit_of
 
-FACES = {"python": "python 3.", "node": "node ", "rust": "rust", "cli": "cli"}
+FACES = {"python": "python 3.", "node": "node ", "rust": "rust", "go": "go1.", "cli": "cli"}
 
 
 def pid_of(contenders: Contenders, kind: str, name: str, lock: str = MUTEX) -> int:

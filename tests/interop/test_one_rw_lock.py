@@ -1,6 +1,6 @@
 """One read-write lock across runtimes: the read and write sides of a name,
 taken from Python, Node, Rust or `rlock exec --shared` / `--exclusive`, are
-one lock on the wire. Readers of all four share it; a writer of any of them
+one lock on the wire. Readers of every face share it; a writer of any of them
 waits for the last reader of the others, and is woken by that reader's
 release; once it waits, new readers of every runtime wait behind it; every
 acquisition takes a fresh token from the one counter."""
@@ -58,11 +58,11 @@ def test_readers_of_every_runtime_share_the_lock_and_a_writer_of_each_waits_for_
     for kind in KINDS:
         contenders[kind].start_acquire(name, lock=READ, ttl_ms=LEASE_MS)
         reading[kind] = got(kind)
-    assert rwlock(contenders, name) == {"readers": 4, "writer": False, "waiting": 0}
+    assert rwlock(contenders, name) == {"readers": len(KINDS), "writer": False, "waiting": 0}
 
     writes = []
     for writer in KINDS:
-        first, second, last = after(KINDS, writer)
+        *middle, last = after(KINDS, writer)
         w = contenders[writer]
         # A worker answers one command at a time: its own read goes first.
         w.release(name, lock=READ)
@@ -72,7 +72,7 @@ def test_readers_of_every_runtime_share_the_lock_and_a_writer_of_each_waits_for_
         assert w.waiting(), f"the {writer} writer got in beside readers"
 
         # Readers would share the lock with the ones inside, but a writer waits.
-        for kind, waiting in ((first, 2), (second, 3)):
+        for waiting, kind in enumerate(middle, start=2):
             c = contenders[kind]
             c.release(name, lock=READ)
             del reading[kind]
@@ -80,7 +80,7 @@ def test_readers_of_every_runtime_share_the_lock_and_a_writer_of_each_waits_for_
             in_line(contenders, name, waiting)
             assert c.waiting(), f"a {kind} reader passed the waiting {writer} writer"
             assert w.waiting(), f"the {writer} writer got in beside a {last} reader"
-        assert rwlock(contenders, name) == {"readers": 1, "writer": False, "waiting": 3}
+        assert rwlock(contenders, name) == {"readers": 1, "writer": False, "waiting": len(middle) + 1}
 
         released = time.monotonic()
         contenders[last].release(name, lock=READ)
@@ -92,12 +92,12 @@ def test_readers_of_every_runtime_share_the_lock_and_a_writer_of_each_waits_for_
         writes.append(wrote)
 
         contenders[last].start_acquire(name, lock=READ, ttl_ms=LEASE_MS)
-        in_line(contenders, name, 3)
-        assert rwlock(contenders, name) == {"readers": 0, "writer": True, "waiting": 3}
+        in_line(contenders, name, len(middle) + 1)
+        assert rwlock(contenders, name) == {"readers": 0, "writer": True, "waiting": len(middle) + 1}
 
         released = time.monotonic()
         w.release(name, lock=WRITE)
-        for kind in (first, second, last):
+        for kind in (*middle, last):
             reading[kind] = got(kind, within=10)
             assert reading[kind] > wrote, f"the {kind} reader's token precedes the writer's"
         woke_after = time.monotonic() - released
@@ -105,7 +105,7 @@ def test_readers_of_every_runtime_share_the_lock_and_a_writer_of_each_waits_for_
 
         w.start_acquire(name, lock=READ, ttl_ms=LEASE_MS)
         reading[writer] = got(writer)
-        assert rwlock(contenders, name) == {"readers": 4, "writer": False, "waiting": 0}
+        assert rwlock(contenders, name) == {"readers": len(KINDS), "writer": False, "waiting": 0}
 
     assert len(set(tokens)) == len(tokens), f"a token given twice: {tokens}"
     assert all(a < b for a, b in zip(writes, writes[1:])), writes

@@ -16,7 +16,8 @@ from rlock_test_support.waiting import eventually
 
 from contenders import KINDS, Contenders, permit_of
 
-PERMITS = 3
+# One permit fewer than faces: every face but one holds one.
+PERMITS = len(KINDS) - 1
 PERMIT = permit_of(PERMITS)
 # Leases far longer than any wait here: a waiter that missed the release
 # message would sleep towards one instead of waking at once.
@@ -43,13 +44,13 @@ def test_a_holder_past_the_permits_waits_and_a_release_by_another_runtime_wakes_
         fences[kind] = contenders[kind].acquired()
         assert fences[kind] is not None, f"{kind} found no permit free"
     assert semaphore(contenders, name) == {
-        "permits": 3, "used": 3, "free": 0, "holders": 3, "waiting": 0}
+        "permits": PERMITS, "used": PERMITS, "free": 0, "holders": PERMITS, "waiting": 0}
 
     w = contenders[waiter]
     w.start_acquire(name, lock=PERMIT, ttl_ms=LEASE_MS, wait_ms=10_000)
     assert eventually(lambda: semaphore(contenders, name)["waiting"] == 1, within=10), \
         f"the {waiter} waiter never stood in line"
-    assert w.waiting(), f"{waiter} got a fourth of {PERMITS} permits"
+    assert w.waiting(), f"{waiter} got one more than {PERMITS} permits"
 
     releaser = holders[0]
     released = time.monotonic()
@@ -61,7 +62,7 @@ def test_a_holder_past_the_permits_waits_and_a_release_by_another_runtime_wakes_
     assert woke_after < 2.0, f"{waiter} woke {woke_after:.1f} s after {releaser} released"
     assert got > max(f for f in fences.values() if f is not None)
     assert semaphore(contenders, name) == {
-        "permits": 3, "used": 3, "free": 0, "holders": 3, "waiting": 0}
+        "permits": PERMITS, "used": PERMITS, "free": 0, "holders": PERMITS, "waiting": 0}
 
     for kind in [*holders[1:], waiter]:
         contenders[kind].release(name, lock=PERMIT)
@@ -87,5 +88,5 @@ def test_every_other_runtime_giving_another_size_is_refused_naming_both(
             f"{kind} does not name both sizes: {answer}"
 
     assert semaphore(contenders, name) == {
-        "permits": 3, "used": 1, "free": 2, "holders": 1, "waiting": 0}
+        "permits": PERMITS, "used": 1, "free": PERMITS - 1, "holders": 1, "waiting": 0}
     h.release(name, lock=PERMIT)

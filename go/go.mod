@@ -1,0 +1,3 @@
+module github.com/redis-rlock/redis-rlock/go
+
+go 1.21
