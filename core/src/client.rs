@@ -18,6 +18,7 @@ use crate::cache::{Cache, CacheOptions};
 use crate::context::{Client, Context};
 use crate::error::{Error, Result};
 use crate::holdings::HeldAtClose;
+use crate::keys::CacheKeys;
 use crate::kind::Kind;
 use crate::lock::Lock;
 use crate::options::{self, LockOptions};
@@ -335,6 +336,16 @@ pub(crate) const CLOSE_RELEASES_WITHIN: Duration = Duration::from_secs(2);
 
 /// Releases every re-entry of one holding on a closing client.
 async fn give_back(deployment: &Deployment, given: &HeldAtClose) {
+    if let Some(entry) = CacheKeys::of_rebuild(&given.keys) {
+        // The callers waiting for a rebuild listen on its entry's channel,
+        // not the lock's: end it as an abandoned rebuild ends
+        // (`cached/fail.lua`), so they wake and one of them rebuilds rather
+        // than sleeping out its lease.
+        let _ = deployment
+            .cache_fail(&entry, &given.owner, given.fence, "", 0)
+            .await;
+        return;
+    }
     let lease_ms = given.lease.as_millis() as u64;
     for left in (1..=given.count).rev() {
         let of = ReleaseOf {

@@ -139,6 +139,20 @@ impl CacheKeys {
             rebuild: Keys::of(Family::Rebuild, prefix, key),
         }
     }
+
+    /// The keys of the entry whose rebuild lock is `rebuild`, when it is one.
+    pub fn of_rebuild(rebuild: &Keys) -> Option<Self> {
+        if rebuild.family != Family::Rebuild {
+            return None;
+        }
+        let entry = format!("{}:cached", rebuild.lock.strip_suffix(":rebuild")?);
+        Some(CacheKeys {
+            failed: format!("{entry}:failed"),
+            news: format!("{entry}:news"),
+            entry,
+            rebuild: rebuild.clone(),
+        })
+    }
 }
 
 /// The hash tag of a slot's fence counter: the smallest whole number that
@@ -162,6 +176,13 @@ fn slot_tag(slot: Slot) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rebuild_lock_names_its_entry_and_no_other_lock_does() {
+        let entry = CacheKeys::new("app", "report:{7}:x");
+        assert_eq!(CacheKeys::of_rebuild(&entry.rebuild), Some(entry));
+        assert_eq!(CacheKeys::of_rebuild(&Keys::new("app", "report:rebuild")), None);
+    }
 
     #[test]
     fn keys_follow_the_wire_protocol() {

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use rlock_core::{Client, ClientOptions, Error, LockOptions, LostReason, Wait};
+use rlock_core::{CacheOptions, Client, ClientOptions, Error, LockOptions, LostReason, Wait};
 use rlock_test_support::{eventually, finished, Masters, RedisServer};
 
 fn exists(server: &RedisServer, name: &str) -> bool {
@@ -204,4 +204,52 @@ async fn a_redlock_client_gives_back_its_locks_on_every_master_when_closed() {
         assert!(!exists(s, "quorum"), "still held on {}", s.url());
     }
     closed("acquire", lock.acquire(Wait::Once).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_client_mid_rebuild_wakes_the_callers_of_other_clients_waiting_for_it() {
+    let server = RedisServer::start();
+    let closing = Client::connect(&server.url()).await.unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    // A rebuild lease far past the test's deadline: only being told wakes them.
+    let options = CacheOptions::new(Duration::from_secs(60)).lock_ttl(Duration::from_secs(120));
+    let (started, loading) = tokio::sync::oneshot::channel();
+    let stuck = {
+        let (closing, options) = (closing.clone(), options.clone());
+        tokio::spawn(async move {
+            closing
+                .cached("report", options, move || async move {
+                    let _ = started.send(());
+                    std::future::pending::<Result<Option<Vec<u8>>, String>>().await
+                })
+                .await
+        })
+    };
+    loading.await.unwrap();
+    let waiter = tokio::spawn(async move {
+        other
+            .cached("report", options, || async {
+                Ok::<_, String>(Some(b"fresh".to_vec()))
+            })
+            .await
+    });
+    let mut observer = server.conn();
+    let subscribed = eventually(Duration::from_secs(10), || {
+        let numsub: (String, u64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("rlock:{report}:cached:news")
+            .query(&mut observer)
+            .unwrap();
+        numsub.1 == 1
+    })
+    .await;
+    assert!(subscribed, "the other client's caller never waited on the entry's channel");
+    closing.close().await;
+    let read = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter slept on past the close, toward the rebuild's lease")
+        .unwrap()
+        .unwrap();
+    assert_eq!(read, Some(b"fresh".to_vec()));
+    stuck.abort();
 }
