@@ -189,9 +189,8 @@ $(NODE_ADDON): $(NODE_ADDON_SOURCES) | node-dev-tools .venv/.cargo-zigbuild
 
 .PHONY: test-interop
 ## One lock across runtimes: Python, Node, Rust, Go and the CLI contend on one redis-server.
-test-interop: python-package node-package rust-programs go-lib
+test-interop: python-package node-package rust-programs go-programs
 	scripts/ensure-redis
-	cd go && go build -o ../target/debug/go_interop_worker ./internal/interopworker
 	.venv/bin/python -m pytest tests/interop
 
 .PHONY: test-docs
@@ -214,7 +213,7 @@ test-faults: python-package node-package rust-programs
 ## one server, fair mode, a Cluster and a Redlock: 200 seeded mutex schedules and 40 of read-write locks and semaphores;
 ## and 12 of the nemesis (a leaving of the line lost, Redlock masters restarted empty, a Cluster slot moved, a master
 ## failed over: each kind twice); RLOCK_NETFAULTS_SEED=N replays one.
-test-netfaults: python-package node-package rust-programs
+test-netfaults: python-package node-package rust-programs go-programs
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/netfaults -p no:cacheprovider
 
@@ -263,6 +262,12 @@ test-dist: dist .venv/.installed
 ## The `rlock` binary and the Rust workers of the interop, network-fault and soak tests (debug builds).
 rust-programs:
 	cargo build -p rlock-cli -p rlock-core --bins --examples
+
+.PHONY: go-programs
+# The Go workers of the interop and network-fault suites, beside the Rust ones.
+go-programs: go-lib
+	cd go && go build -o ../target/debug/go_interop_worker ./internal/interopworker \
+		&& go build -o ../target/debug/go_netfaults_worker ./internal/netfaultsworker
 
 .PHONY: demo
 ## The cache demo: `cached` from Python threads, Node promises and `rlock cached` on one entry: cold, 105

@@ -1,11 +1,11 @@
-"""Runs schedules: long-lived Python, Node and Rust workers take their tasks
+"""Runs schedules: long-lived Python, Node, Rust and Go workers take their tasks
 as JSON commands, the faults fire on the proxies at their planned times (the
 nemesis' changes to the servers on a thread of their own), and the checker
 judges the records. One lock per schedule: a mutex, a read-write lock or a
 semaphore.
 
-`RLOCK_NETFAULTS_PROGRAM=rust` (or py, node) runs every worker with that
-language's program: the tasks keep their three workers, so their three
+`RLOCK_NETFAULTS_PROGRAM=rust` (or py, node, go) runs every worker with that
+language's program: the tasks keep their four workers, so their four
 clients (a core built elsewhere, with `CARGO_TARGET_DIR`, runs them all)."""
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ COMMANDS = {
     "py": [sys.executable, os.path.join(HERE, "worker.py")],
     "node": ["node", os.path.join(HERE, "worker.js")],
     "rust": [os.path.join(TARGET, "debug", "examples", "netfaults_worker")],
+    "go": [os.path.join(TARGET, "debug", "go_netfaults_worker")],
 }
 PROGRAM = os.environ.get("RLOCK_NETFAULTS_PROGRAM")
 # A schedule's tasks finish in a few seconds; past this a worker is stuck

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from deployments import MODES
 from scripts import SHARED
 
-LANGS = ("py", "node", "rust")
+LANGS = ("py", "node", "rust", "go")
 # Total hold time a schedule aims at, so one runs in about a second or two.
 BUSY_MS = 1200
 # The first seed of a read-write lock or a semaphore: far enough above the

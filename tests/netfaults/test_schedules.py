@@ -1,7 +1,7 @@
 """Randomized network-fault schedules: each seed picks a mode (one server,
 fair mode, Redis Cluster, Redlock over three servers), a kind of lock (a
 mutex, a read-write lock with readers and writers, a semaphore with more
-tasks than permits: not on the Redlock), a lease, Python, Node and Rust
+tasks than permits: not on the Redlock), a lease, Python, Node, Rust and Go
 holders and waiters on one lock, and a timeline of wire faults (replies
 dropped after Redis applied the request, or the script, slow replies, stalls,
 resets, on command or pub/sub connections); the nemesis' seeds (nemesis.py)

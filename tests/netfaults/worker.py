@@ -33,7 +33,7 @@ off and a hold past the lease: a holder that crashed), its exit recorded
 as lost.
 
 Records (JSON lines, stamps are CLOCK_MONOTONIC ns, comparable across the
-Python, Node and Rust workers):
+Python, Node, Rust and Go workers):
 
   wait    asks for the lock (side: read | write, for a read-write lock)
   waited  gave up (out: timeout | error:...)
