@@ -13,8 +13,11 @@ import (
 )
 
 // TestMain gives the examples a server of their own, as $REDIS_URL (the
-// tests start their own).
+// tests start their own); with holdAndExitEnv set it is that program instead.
 func TestMain(m *testing.M) {
+	if url := os.Getenv(holdAndExitEnv); url != "" {
+		holdAndExit(url)
+	}
 	s, stop, err := redisserver.StartForRun()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

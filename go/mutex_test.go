@@ -364,3 +364,45 @@ func TestANilContextAndASecondUnlockAreTypedErrorsNotPanics(t *testing.T) {
 		t.Fatalf("a second Unlock: %v", err)
 	}
 }
+
+func TestFairWaitersAreHandedTheLockInTheOrderTheyCame(t *testing.T) {
+	s := redisserver.Start(t)
+	c := connect(t, s)
+	ctx := within(t, 30*time.Second)
+	held, err := c.Mutex("fair", rlock.WithFair()).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			h, err := c.Mutex("fair", rlock.WithFair()).Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			h.Unlock(ctx)
+		}(i)
+		// The next waiter comes once this one stands in line.
+		for n, _ := s.Value("LLEN", "rlock:{fair}:queue"); n != fmt.Sprint(i+1); n, _ = s.Value("LLEN", "rlock:{fair}:queue") {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d never stood in line (%s in line)", i, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if fmt.Sprint(order) != "[0 1 2 3 4]" {
+		t.Fatalf("served in the order %v", order)
+	}
+}
