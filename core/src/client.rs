@@ -340,11 +340,15 @@ async fn give_back(deployment: &Deployment, given: &HeldAtClose) {
         // The callers waiting for a rebuild listen on its entry's channel,
         // not the lock's: end it as an abandoned rebuild ends
         // (`cached/fail.lua`), so they wake and one of them rebuilds rather
-        // than sleeping out its lease.
-        let _ = deployment
+        // than sleeping out its lease. Unanswered, a plain release tries
+        // again, as the rebuild's own end does.
+        if deployment
             .cache_fail(&entry, &given.owner, given.fence, "", 0)
-            .await;
-        return;
+            .await
+            .is_ok()
+        {
+            return;
+        }
     }
     let lease_ms = given.lease.as_millis() as u64;
     for left in (1..=given.count).rev() {

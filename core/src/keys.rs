@@ -181,7 +181,10 @@ mod tests {
     fn a_rebuild_lock_names_its_entry_and_no_other_lock_does() {
         let entry = CacheKeys::new("app", "report:{7}:x");
         assert_eq!(CacheKeys::of_rebuild(&entry.rebuild), Some(entry));
-        assert_eq!(CacheKeys::of_rebuild(&Keys::new("app", "report:rebuild")), None);
+        assert_eq!(
+            CacheKeys::of_rebuild(&Keys::new("app", "report:rebuild")),
+            None
+        );
     }
 
     #[test]

@@ -243,7 +243,10 @@ async fn closing_a_client_mid_rebuild_wakes_the_callers_of_other_clients_waiting
         numsub.1 == 1
     })
     .await;
-    assert!(subscribed, "the other client's caller never waited on the entry's channel");
+    assert!(
+        subscribed,
+        "the other client's caller never waited on the entry's channel"
+    );
     closing.close().await;
     let read = tokio::time::timeout(Duration::from_secs(20), waiter)
         .await
