@@ -148,6 +148,26 @@ func (h *Held) FencingToken() uint64 { return h.holding.fence }
 // lock protects.
 func (h *Held) Lost() <-chan struct{} { return h.holding.lost }
 
+// Err is nil while the lease runs and an *Error (errors.Is(err, ErrLost))
+// once it is lost, read at once from the core and its clock: a lease past
+// its end counts as lost even before the notice that closes Lost has
+// arrived, so a holder that checks Err before each step of its work never
+// steps past its lease, however late its renewal loop runs.
+func (h *Held) Err() error {
+	select {
+	case <-h.holding.lost:
+		return h.holding.reason
+	default:
+	}
+	lost := C.rlock_lock_lost(h.side.handle) == C.RLOCK_LOST
+	runtime.KeepAlive(h)
+	if lost {
+		return &Error{Name: h.side.name, category: ErrLost,
+			message: fmt.Sprintf("rlock: %q: the lease ended", h.side.name)}
+	}
+	return nil
+}
+
 // Context is a copy of parent cancelled when the lease is lost, with the
 // *Error (errors.Is(err, ErrLost)) as its cause (context.Cause).
 func (h *Held) Context(parent context.Context) (context.Context, context.CancelFunc) {

@@ -159,6 +159,36 @@ func TestAnUnrenewedLeaseThatEndsClosesLostAndUnlockSaysErrLost(t *testing.T) {
 	}
 }
 
+func TestErrIsNilWhileTheLeaseRunsAndErrLostOnceItEnded(t *testing.T) {
+	s := redisserver.Start(t)
+	c := connect(t, s)
+	ctx := within(t, 20*time.Second)
+	held, err := c.Mutex("checked", rlock.WithTTL(2*time.Second), rlock.WithoutAutoRenew()).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Err(); err != nil {
+		t.Fatalf("just acquired: %v", err)
+	}
+	for held.Err() == nil {
+		if ctx.Err() != nil {
+			t.Fatal("Err still nil past the lease")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := held.Err(); !errors.Is(err, rlock.ErrLost) {
+		t.Fatalf("past the lease: %v", err)
+	}
+	select {
+	case <-held.Lost():
+	case <-ctx.Done():
+		t.Fatal("Err said lost, and Lost was never closed")
+	}
+	if err := held.Err(); !errors.Is(err, rlock.ErrLost) {
+		t.Fatalf("once Lost is closed: %v", err)
+	}
+}
+
 func TestBadOptionsAreErrInvalidNamingTheOptionAsThisPackageSpellsIt(t *testing.T) {
 	s := redisserver.Start(t)
 	c := connect(t, s)

@@ -5,7 +5,7 @@
 use rlock_core::{Client, Lock, LockArgs, LockOptions, Unit, Wait};
 
 use crate::completion::{self, Done};
-use crate::failure::{RLOCK_INTERNAL, RLOCK_INVALID, RLOCK_OK};
+use crate::failure::{RLOCK_INTERNAL, RLOCK_INVALID, RLOCK_LOST, RLOCK_NOT_OWNER, RLOCK_OK};
 use crate::handles::{CLIENTS, LOCKS, SEMAPHORES};
 use crate::requests;
 use crate::text::RlockStr;
@@ -282,6 +282,29 @@ pub extern "C" fn rlock_lock_extend(lock: u64, ttl_ms: f64, has_ttl: bool, token
         })
     });
     RLOCK_OK
+}
+
+/// Whether the holding this owner has now has ended, read at once from the
+/// client's clock (a lease past its end counts as lost even before the
+/// renewal loop wakes to say so, which then completes the acquisition's
+/// `lost_token`): [`RLOCK_LOST`](crate::failure::RLOCK_LOST) when it has,
+/// [`RLOCK_OK`] while it runs,
+/// [`RLOCK_NOT_OWNER`](crate::failure::RLOCK_NOT_OWNER) when this owner holds
+/// nothing, [`RLOCK_INVALID`] for a handle that is not a live lock's. Never
+/// blocks and sends nothing.
+#[no_mangle]
+pub extern "C" fn rlock_lock_lost(lock: u64) -> i32 {
+    std::panic::catch_unwind(|| {
+        let Some(lock) = LOCKS.get(lock) else {
+            return RLOCK_INVALID;
+        };
+        match lock.lost() {
+            Some(_) => RLOCK_LOST,
+            None if lock.count() == 0 => RLOCK_NOT_OWNER,
+            None => RLOCK_OK,
+        }
+    })
+    .unwrap_or(RLOCK_INTERNAL)
 }
 
 /// Frees a lock handle; a handle that is not a live lock's does nothing. A

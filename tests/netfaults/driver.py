@@ -6,7 +6,10 @@ semaphore.
 
 `RLOCK_NETFAULTS_PROGRAM=rust` (or py, node, go) runs every worker with that
 language's program: the tasks keep their four workers, so their four
-clients (a core built elsewhere, with `CARGO_TARGET_DIR`, runs them all)."""
+clients (a core built elsewhere, with `CARGO_TARGET_DIR`, runs them all).
+An owner waiting again with another lease (a task with `rounds`) is only
+Python's and Rust's to play: a language whose tasks have rounds keeps its own
+program in that schedule (`programs`)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from rlock_test_support.report import Report
 
 import deployments
 import nemesis
+from nemesis import ROUNDS_LANGS
 import scripts
 from netchecker import Fault, check
 from schedule import PlannedFault, Schedule, make
@@ -64,12 +68,25 @@ def plan(seed: int) -> Schedule:
     return nemesis.make(seed) if seed >= nemesis.NEMESIS_FIRST else make(seed)
 
 
-class Worker(Child):
-    """A long-lived worker of one language, taking one JSON command a line."""
+def programs(tasks: List[Dict[str, Any]]) -> Dict[str, str]:
+    """The program that runs each language's tasks in one schedule."""
+    rounds = {t["lang"] for t in tasks if "rounds" in t}
 
-    def __init__(self, lang: str, dir: str) -> None:
-        super().__init__(COMMANDS[PROGRAM or lang], f"the {lang} worker",
-                         stderr_path=os.path.join(dir, f"{lang}.stderr"), start_new_session=True)
+    def of(lang: str) -> str:
+        if PROGRAM is None or (PROGRAM not in ROUNDS_LANGS and lang in rounds):
+            return lang
+        return PROGRAM
+
+    return {lang: of(lang) for lang in COMMANDS}
+
+
+class Worker(Child):
+    """A long-lived worker of one language, with one program, taking one JSON
+    command a line."""
+
+    def __init__(self, lang: str, program: str, dir: str) -> None:
+        super().__init__(COMMANDS[program], f"the {lang} worker ({program})",
+                         stderr_path=os.path.join(dir, f"{lang}.{program}.stderr"), start_new_session=True)
         self.lang = lang
         self.expect("ready", 30)
 
@@ -138,22 +155,24 @@ class Driver:
             self.deployments[key] = deployments.start(self.bg, key)
         return self.deployments[key]
 
-    def worker(self, lang: str) -> Worker:
-        w = self.workers.get(lang)
+    def worker(self, lang: str, program: str) -> Worker:
+        key = f"{lang}.{program}"
+        w = self.workers.get(key)
         if w is None or w.proc.poll() is not None:
-            w = self.workers[lang] = Worker(lang, self.dir)
+            w = self.workers[key] = Worker(lang, program, self.dir)
         return w
 
     def run(self, seed: int) -> Outcome:
         sched = plan(seed)
         d = self.deployment("cluster-replicas" if sched.nemesis in nemesis.ON_REPLICAS else sched.mode)
         name = f"nf:{seed}:{uuid.uuid4().hex[:8]}"
-        for task in sched.tasks:
-            self.worker(task["lang"])  # started before the faults' clock does
+        run_by = programs(sched.tasks)
+        for lang in {task["lang"] for task in sched.tasks}:
+            self.worker(lang, run_by[lang])  # started before the faults' clock does
         if sched.nemesis:
             # Its tasks start in a planned order, 100 ms or more apart: no
             # client's first connection or first lock may upset that order.
-            _, stuck = self.tasks(d, f"{seed}.warm", f"{name}:warm", [warm_up(lang) for lang in COMMANDS])
+            _, stuck = self.tasks(d, f"{seed}.warm", f"{name}:warm", [warm_up(lang) for lang in COMMANDS], run_by)
             if stuck:
                 raise RuntimeError(f"warming the workers up: {stuck}")
         marks = [len(p.log) for p in d.proxies]
@@ -167,7 +186,7 @@ class Driver:
                 handles.append(self.bg.loop.call_later(f.at_ms / 1000, self._fire, d, f, home, name, changes))
 
         self.bg.call(arm)
-        rows, stuck = self.tasks(d, seed, name, sched.tasks)
+        rows, stuck = self.tasks(d, seed, name, sched.tasks, run_by)
 
         async def disarm() -> None:
             for h in handles:
@@ -198,15 +217,16 @@ class Driver:
         self.outcomes.append(outcome)
         return outcome
 
-    def tasks(self, d: deployments.Deployment, run: Union[int, str], name: str, tasks: List[Dict[str, Any]]
-              ) -> Tuple[List[Dict[str, Any]], List[str]]:
+    def tasks(self, d: deployments.Deployment, run: Union[int, str], name: str, tasks: List[Dict[str, Any]],
+              run_by: Dict[str, str]) -> Tuple[List[Dict[str, Any]], List[str]]:
         """Runs `tasks` on the lock `name` of deployment `d`, each by its
-        language's worker: their records, and the workers that got stuck."""
+        language's worker, with the program `run_by` names: their records,
+        and the workers that got stuck."""
         by_lang: Dict[str, List[Dict[str, Any]]] = {}
         for task in tasks:
             by_lang.setdefault(task["lang"], []).append({**task, "name": name})
         records = {lang: os.path.join(self.dir, f"{run}.{lang}.jsonl") for lang in by_lang}
-        workers = {lang: self.worker(lang) for lang in by_lang}
+        workers = {lang: self.worker(lang, run_by[lang]) for lang in by_lang}
         for lang, w in workers.items():
             w.command({"op": "run", "run": run, "url": d.url, "cluster": d.cluster is not None,
                        "records": records[lang], "tasks": by_lang[lang]})
@@ -232,7 +252,8 @@ class Driver:
                   "ttl_ms": 500, "auto_renew": True, "fair": False, "timeout_ms": 500, "acquisitions": 1,
                   "hold_ms": [10, 10], "gap_ms": [0, 0], "step_ms": 5, "nest": False, "seed": 1}
                  for lang in COMMANDS for kind in ("rw", "semaphore")]
-        return self.tasks(self.deployment("redlock"), -1, f"nf:refused:{uuid.uuid4().hex[:8]}", tasks)
+        return self.tasks(self.deployment("redlock"), -1, f"nf:refused:{uuid.uuid4().hex[:8]}", tasks,
+                          programs(tasks))
 
     def _fire(self, d: deployments.Deployment, f: PlannedFault, home: int, name: str,
               changes: List[Tuple["Future[None]", Dict[str, Any]]]) -> None:

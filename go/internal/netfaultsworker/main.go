@@ -6,11 +6,11 @@
 // One long-lived process runs schedule after schedule: each line on stdin is
 // a JSON command ({"op": "run", ...} or {"op": "exit"}), answered with
 // {"done": RUN} once every task of the run finished. Each task is a goroutine
-// with its own Mutex (RWMutex, Semaphore) value, so its own owner. Go fixes a
-// lock's options when it is made, so a task with rounds (one owner waiting
-// again with another lease) makes its Mutex anew for each: in Go each round
-// is an owner of its own. Stamps come from CLOCK_MONOTONIC, the clock the
-// other workers read.
+// with its own Mutex (RWMutex, Semaphore) value, so its own owner. Rounds
+// (one owner waiting again with another lease) are the Python and Rust
+// workers', as in the Node worker: a Go lock's options are fixed when it is
+// made, and another Mutex would be another owner. Stamps come from
+// CLOCK_MONOTONIC, the clock the other workers read.
 //
 //	cd go && go build -o ../target/debug/go_netfaults_worker ./internal/netfaultsworker
 package main
@@ -67,30 +67,6 @@ type task struct {
 	Extend       bool       `json:"extend"`
 	StartMs      float64    `json:"start_ms"`
 	Crash        bool       `json:"crash"`
-	Rounds       []round    `json:"rounds"`
-}
-
-// round is one acquisition's own lease, timeout and holds.
-type round struct {
-	TTLMs      *float64    `json:"ttl_ms"`
-	TimeoutMs  *float64    `json:"timeout_ms"`
-	HoldMs     *[2]float64 `json:"hold_ms"`
-	hasTimeout bool
-}
-
-func (r *round) UnmarshalJSON(b []byte) error {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return err
-	}
-	type plain round
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	*r = round(p)
-	_, r.hasTimeout = fields["timeout_ms"]
-	return nil
 }
 
 type command struct {
@@ -208,22 +184,6 @@ func runTask(client *rlock.Client, t *task, out *records) {
 	}
 	for i := 0; i < t.Acquisitions; i++ {
 		ttl, timeout, holdMs := t.TTLMs, t.TimeoutMs, t.HoldMs
-		if i < len(t.Rounds) {
-			r := t.Rounds[i]
-			if r.TTLMs != nil {
-				ttl = *r.TTLMs
-			}
-			if r.hasTimeout {
-				timeout = r.TimeoutMs
-			}
-			if r.HoldMs != nil {
-				holdMs = *r.HoldMs
-			}
-			if lock, err = makeSides(ctx, client, t, ttl); err != nil {
-				rec(map[string]any{"e": "refused", "t": now(), "what": outcome(err)})
-				return
-			}
-		}
 		side := ""
 		if i < len(t.Sides) {
 			side = t.Sides[i]
@@ -264,14 +224,9 @@ func runTask(client *rlock.Client, t *task, out *records) {
 		if t.Nest {
 			nestAt = entered + int64(t.NestAtMs*1e6)
 		}
-		lost := func() bool {
-			select {
-			case <-held.Lost():
-				return true
-			default:
-				return false
-			}
-		}
+		// Read from the core's clock, as the other workers' checks are: the
+		// notice that closes Lost may come a little later.
+		lost := func() bool { return held.Err() != nil }
 		for {
 			if nestAt >= 0 && now() >= nestAt {
 				nestAt = -1
