@@ -224,10 +224,10 @@ test-soak: python-package node-package rust-programs
 	scripts/ensure-redis
 	.venv/bin/python -m pytest tests/soak
 
-.PHONY: dist dist-python dist-cli test-dist
+.PHONY: dist dist-python dist-cli dist-go test-dist
 ## The release artefacts this machine builds (x86_64 Linux) into dist/: the Python wheel and sdist,
 ## the npm packages, the rlock tarball. Other platforms come from the release workflow.
-dist: dist-python dist-cli dist-node
+dist: dist-python dist-cli dist-node dist-go
 
 ## The abi3 wheel (CPython >= 3.9) linked through zig against glibc 2.17, so that maturin's
 ## manylinux check passes for manylinux2014, and the sdist.
@@ -246,6 +246,15 @@ dist-python: .venv/.installed .venv/.zig
 ## and redis-rlock-linux-x64-gnu (the addon node-package built, rebuilt only if a source is newer).
 dist-node: node-package
 	scripts/pack-node
+
+## The Go module as a Go module proxy serves it, under dist/goproxy (scripts/pack-go): go/'s sources,
+## the core's header and its release static library for linux/amd64, built through zig against
+## glibc 2.17 like the other artefacts (its C parts too), debug sections stripped.
+GO_LIB := target/x86_64-unknown-linux-gnu/release/librlock.a
+dist-go: .venv/.cargo-zigbuild
+	PATH=$(CURDIR)/.venv/bin:$$PATH cargo zigbuild --release -p rlock-ffi --target x86_64-unknown-linux-gnu.2.17
+	strip --strip-debug -o target/librlock-linux_amd64.a $(GO_LIB)
+	scripts/pack-go linux_amd64=target/librlock-linux_amd64.a
 
 ## rlock as dist/rlock-VERSION-TARGET.tar.gz (the binary, the licenses, the README) and its .sha256.
 dist-cli:

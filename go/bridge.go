@@ -1,6 +1,8 @@
 package rlock
 
-// The crossing into the core's C ABI (ffi/include/rlock.h): every request
+// The crossing into the core's C ABI (ffi/include/rlock.h; include/rlock.h
+// in the module as released, beside lib/<GOOS>_<GOARCH>/librlock.a, the
+// core's static library for that platform): every request
 // starts with a call that never blocks, and its outcome comes back through
 // rlockComplete, called from the core's runtime thread with the cgo.Handle
 // of a func the request registered. That func hands the outcome on without
@@ -8,8 +10,11 @@ package rlock
 // that waits for a lock is parked on a channel and holds no OS thread.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../ffi/include
+#cgo CFLAGS: -I${SRCDIR}/include -I${SRCDIR}/../ffi/include
 #cgo linux,amd64 LDFLAGS: -L${SRCDIR}/lib/linux_amd64 -lrlock -lm -ldl -lpthread -lrt
+#cgo linux,arm64 LDFLAGS: -L${SRCDIR}/lib/linux_arm64 -lrlock -lm -ldl -lpthread -lrt
+#cgo darwin,amd64 LDFLAGS: -L${SRCDIR}/lib/darwin_amd64 -lrlock -framework CoreFoundation -framework Security
+#cgo darwin,arm64 LDFLAGS: -L${SRCDIR}/lib/darwin_arm64 -lrlock -framework CoreFoundation -framework Security
 #include <stdlib.h>
 #include "rlock.h"
 */
