@@ -465,9 +465,19 @@ async fn connect_cluster(
         .join(",");
     let config = manager_config(options.connect_timeout, options.response_timeout);
     let label = format!("Cluster {seeds}");
-    Member::connect(cluster, label, config, false, telemetry.clone())
+    let member = Member::connect(cluster, label, config, false, telemetry.clone())
         .await
-        .map_err(|f| failures.connection(f))
+        .map_err(|f| failures.connection(f))?;
+    // Without sharded pub/sub (Redis 6.2) a Cluster takes locks but loses
+    // every release at its SPUBLISH and deafens its waiters: refused here,
+    // before any lock is taken on it.
+    match member.sharded_pubsub().await {
+        Ok(true) => Ok(member),
+        Ok(false) => Err(Error::invalid(format!(
+            "Redis Cluster {seeds} has no sharded pub/sub, which its locks need: use Redis 7.0 or later (or Valkey)"
+        ))),
+        Err(e) => Err(failures.connection((e, member.server()))),
+    }
 }
 
 /// One server (or the master a Sentinel names), or the masters of a Redlock,

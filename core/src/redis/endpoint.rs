@@ -512,6 +512,24 @@ impl Member {
         }
     }
 
+    /// Whether the server serves sharded pub/sub (Redis 7.0 and later,
+    /// Valkey), which a Cluster's releases and waiters use: whether it knows
+    /// `SPUBLISH` (`COMMAND INFO` answers nil for a command it does not).
+    pub(crate) async fn sharded_pubsub(&self) -> RedisResult<bool> {
+        let mut conn = self.conn().await?;
+        let info = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg("SPUBLISH")
+            .query_async::<redis::Value>(&mut conn)
+            .await?;
+        Ok(match info {
+            redis::Value::Array(commands) => commands
+                .first()
+                .is_some_and(|c| !matches!(c, redis::Value::Nil)),
+            _ => false,
+        })
+    }
+
     /// The command `release.lua` announces a release with.
     pub(crate) fn publish_command(&self) -> &'static str {
         match self.route {

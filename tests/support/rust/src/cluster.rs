@@ -4,35 +4,40 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::server::require_cluster_support;
+use crate::server::{require_cluster_support, server_version};
 use crate::{free_port, wait_until, RedisServer};
 
 impl RedisServer {
     /// Starts a one-node Redis Cluster that serves every slot. Scripts there
     /// refuse keys of different slots (CROSSSLOT), and it answers
-    /// [`keyslot`](Self::keyslot).
+    /// [`keyslot`](Self::keyslot). On a server older than 7.0 (no
+    /// `--cluster-port`) its bus listens on the port + 10000, a port taken
+    /// there making it start again elsewhere; the lock refuses such a
+    /// Cluster at connect.
     pub fn start_cluster_node() -> Self {
-        require_cluster_support();
+        let bus_port = server_version().0 >= 7;
         let args = |port: u16| {
-            [
+            let mut args = [
                 "--port",
                 &port.to_string(),
                 "--cluster-enabled",
                 "yes",
                 "--cluster-config-file",
                 "nodes.conf",
-                "--cluster-port",
-                &free_port().to_string(),
             ]
             .map(String::from)
-            .to_vec()
+            .to_vec();
+            if bus_port {
+                args.extend(["--cluster-port".to_owned(), free_port().to_string()]);
+            }
+            args
         };
         let server = Self::launch(args, |_| None);
         let mut conn = server.conn();
+        // ADDSLOTS rather than 7.0's ADDSLOTSRANGE: every server takes it.
         let _: () = redis::cmd("CLUSTER")
-            .arg("ADDSLOTSRANGE")
-            .arg(0)
-            .arg(16383)
+            .arg("ADDSLOTS")
+            .arg((0..16384).collect::<Vec<u16>>())
             .query(&mut conn)
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
