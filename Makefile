@@ -137,8 +137,7 @@ MATRIX_SKIP_RUST_SUITES :=
 
 # Left out on Redis 6.2 besides: Redis Cluster (the whole of core/tests/cluster.rs and every test
 # named for a Cluster). The lock's Cluster mode announces releases by sharded pub/sub, which came with
-# 7.0 (docs/deployments.md says what it does on a 6.2 Cluster); so did `--cluster-port`, which the
-# helpers start Cluster nodes with.
+# 7.0: a client refuses a 6.2 Cluster at connect (core/tests/server_versions.rs checks that here).
 test-matrix-redis-6.2: MATRIX_SKIP_RUST_SUITES += cluster
 test-matrix-redis-6.2: MATRIX_SKIP_RUST += a_dropped_cluster_client_that_waited_in_line_leaves_nothing \
 	any_acceptable_name_takes_shows_and_releases_its_lock_in_one_cluster_slot \

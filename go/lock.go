@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,9 +36,10 @@ type holding struct {
 
 // Held is one acquisition of a lock: Unlock it once.
 type Held struct {
-	side    *side
-	holding *holding
-	once    sync.Once
+	side     *side
+	holding  *holding
+	once     sync.Once
+	unlocked atomic.Bool
 }
 
 // errNotStarted: the core refused to start a request (a handle freed, or
@@ -152,18 +154,26 @@ func (h *Held) Lost() <-chan struct{} { return h.holding.lost }
 // once it is lost, read at once from the core and its clock: a lease past
 // its end counts as lost even before the notice that closes Lost has
 // arrived, so a holder that checks Err before each step of its work never
-// steps past its lease, however late its renewal loop runs.
+// steps past its lease, however late its renewal loop runs. A holding lost
+// stays lost; one unlocked (or ended otherwise) is ErrNotOwner.
 func (h *Held) Err() error {
 	select {
 	case <-h.holding.lost:
 		return h.holding.reason
 	default:
 	}
-	lost := C.rlock_lock_lost(h.side.handle) == C.RLOCK_LOST
+	if h.unlocked.Load() {
+		return errAgain(h.side.name)
+	}
+	code := C.rlock_lock_lost(h.side.handle, C.uint64_t(h.holding.fence))
 	runtime.KeepAlive(h)
-	if lost {
+	switch code {
+	case C.RLOCK_LOST:
 		return &Error{Name: h.side.name, category: ErrLost,
 			message: fmt.Sprintf("rlock: %q: the lease ended", h.side.name)}
+	case C.RLOCK_NOT_OWNER:
+		return &Error{Name: h.side.name, category: ErrNotOwner,
+			message: fmt.Sprintf("rlock: %q: this holding has ended", h.side.name)}
 	}
 	return nil
 }
@@ -215,7 +225,7 @@ func (h *Held) Unlock(ctx context.Context) error {
 		return err
 	}
 	err := errAgain(h.side.name)
-	h.once.Do(func() { err = h.side.release(ctx) })
+	h.once.Do(func() { h.unlocked.Store(true); err = h.side.release(ctx) })
 	return err
 }
 

@@ -187,6 +187,30 @@ func TestErrIsNilWhileTheLeaseRunsAndErrLostOnceItEnded(t *testing.T) {
 	if err := held.Err(); !errors.Is(err, rlock.ErrLost) {
 		t.Fatalf("once Lost is closed: %v", err)
 	}
+	held.Unlock(ctx)
+	if err := held.Err(); !errors.Is(err, rlock.ErrLost) {
+		t.Fatalf("a lost holding after Unlock: %v", err)
+	}
+	// Another holding of the same Mutex value is not this one.
+	m := c.Mutex("again")
+	first, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Unlock(ctx)
+	if err := first.Err(); !errors.Is(err, rlock.ErrNotOwner) {
+		t.Fatalf("an unlocked holding, while the next one runs: %v", err)
+	}
+	if err := second.Err(); err != nil {
+		t.Fatalf("the running holding: %v", err)
+	}
 }
 
 func TestBadOptionsAreErrInvalidNamingTheOptionAsThisPackageSpellsIt(t *testing.T) {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::sentinel::SentinelClient;
 use redis::{
     AsyncConnectionConfig, Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value,
@@ -512,22 +513,34 @@ impl Member {
         }
     }
 
-    /// Whether the server serves sharded pub/sub (Redis 7.0 and later,
-    /// Valkey), which a Cluster's releases and waiters use: whether it knows
-    /// `SPUBLISH` (`COMMAND INFO` answers nil for a command it does not).
+    /// Whether a node serves sharded pub/sub (Redis 7.0 and later, Valkey),
+    /// which a Cluster's releases and waiters use: false only when it says
+    /// it does not know `SPUBLISH` (`COMMAND INFO` answers nil for a command
+    /// it does not know). Asked of any one node (redis-rs would route by the
+    /// word INFO taken for a key); a refusal of `COMMAND` itself (an ACL
+    /// without it, the command renamed) tells nothing, and counts as yes.
     pub(crate) async fn sharded_pubsub(&self) -> RedisResult<bool> {
-        let mut conn = self.conn().await?;
-        let info = redis::cmd("COMMAND")
-            .arg("INFO")
-            .arg("SPUBLISH")
-            .query_async::<redis::Value>(&mut conn)
+        let Route::Cluster(cluster) = &self.route else {
+            return Ok(true);
+        };
+        let mut probe = redis::cmd("COMMAND");
+        probe.arg("INFO").arg("SPUBLISH");
+        let any = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        let mut conn = cluster
+            .conn
+            .get(|| cluster.commands.get_async_connection())
             .await?;
-        Ok(match info {
-            redis::Value::Array(commands) => commands
-                .first()
-                .is_some_and(|c| !matches!(c, redis::Value::Nil)),
-            _ => false,
-        })
+        match conn.route_command(probe, any).await {
+            Ok(redis::Value::Array(commands)) => {
+                Ok(!matches!(commands.as_slice(), [redis::Value::Nil]))
+            }
+            Ok(_) => Ok(true),
+            Err(e) if is_transient(&e) => Err(e),
+            Err(e) => {
+                tracing::warn!(target: "rlock", error = %e, "could not ask the Cluster whether it has sharded pub/sub (Redis 7.0 or later): assuming it has");
+                Ok(true)
+            }
+        }
     }
 
     /// The command `release.lua` announces a release with.

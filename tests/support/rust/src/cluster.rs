@@ -12,8 +12,8 @@ impl RedisServer {
     /// refuse keys of different slots (CROSSSLOT), and it answers
     /// [`keyslot`](Self::keyslot). On a server older than 7.0 (no
     /// `--cluster-port`) its bus listens on the port + 10000, a port taken
-    /// there making it start again elsewhere; the lock refuses such a
-    /// Cluster at connect.
+    /// or too high there making it start again elsewhere; the lock refuses
+    /// such a Cluster at connect.
     pub fn start_cluster_node() -> Self {
         let bus_port = server_version().0 >= 7;
         let args = |port: u16| {
