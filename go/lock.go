@@ -155,7 +155,9 @@ func (h *Held) Lost() <-chan struct{} { return h.holding.lost }
 // its end counts as lost even before the notice that closes Lost has
 // arrived, so a holder that checks Err before each step of its work never
 // steps past its lease, however late its renewal loop runs. A holding lost
-// stays lost; one unlocked (or ended otherwise) is ErrNotOwner.
+// stays lost; after Unlock it is ErrNotOwner. It reads the holding this
+// Mutex (RWMutex side, Semaphore) value has now, which goroutines sharing
+// the value share.
 func (h *Held) Err() error {
 	select {
 	case <-h.holding.lost:
@@ -165,15 +167,11 @@ func (h *Held) Err() error {
 	if h.unlocked.Load() {
 		return errAgain(h.side.name)
 	}
-	code := C.rlock_lock_lost(h.side.handle, C.uint64_t(h.holding.fence))
+	code := C.rlock_lock_lost(h.side.handle)
 	runtime.KeepAlive(h)
-	switch code {
-	case C.RLOCK_LOST:
+	if code == C.RLOCK_LOST {
 		return &Error{Name: h.side.name, category: ErrLost,
 			message: fmt.Sprintf("rlock: %q: the lease ended", h.side.name)}
-	case C.RLOCK_NOT_OWNER:
-		return &Error{Name: h.side.name, category: ErrNotOwner,
-			message: fmt.Sprintf("rlock: %q: this holding has ended", h.side.name)}
 	}
 	return nil
 }

@@ -321,15 +321,16 @@ int32_t rlock_lock_release(uint64_t lock, uint64_t token);
 // a handle that is not a live lock's (nothing then completes).
 int32_t rlock_lock_extend(uint64_t lock, double ttl_ms, bool has_ttl, uint64_t token);
 
-// Whether the holding of token `fence` this owner has has ended, read at
-// once from the client's clock (a lease past its end counts as lost even
-// before the renewal loop wakes to say so, which then completes the
-// acquisition's `lost_token`): [`RLOCK_LOST`](crate::failure::RLOCK_LOST)
-// when it has, [`RLOCK_OK`] while it runs,
+// Whether the holding this owner has now has ended, read at once from the
+// client's clock (a lease past its end counts as lost even before the
+// renewal loop wakes to say so, which then completes the acquisition's
+// `lost_token`): [`RLOCK_LOST`](crate::failure::RLOCK_LOST) when it has,
+// [`RLOCK_OK`] while it runs,
 // [`RLOCK_NOT_OWNER`](crate::failure::RLOCK_NOT_OWNER) when this owner holds
-// nothing or another holding, [`RLOCK_INVALID`] for a handle that is not a
-// live lock's. Never blocks and sends nothing.
-int32_t rlock_lock_lost(uint64_t lock, uint64_t fence);
+// nothing, [`RLOCK_INVALID`] for a handle that is not a live lock's. Never
+// blocks and sends nothing. (Not by token: under Redlock the token an
+// acquisition reports and the one a re-entry leaves may differ.)
+int32_t rlock_lock_lost(uint64_t lock);
 
 // Frees a lock handle; a handle that is not a live lock's does nothing. A
 // holding it still has is not released: it is renewed until its client

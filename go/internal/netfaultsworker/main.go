@@ -226,7 +226,7 @@ func runTask(client *rlock.Client, t *task, out *records) {
 		}
 		// Read from the core's clock, as the other workers' checks are: the
 		// notice that closes Lost may come a little later.
-		lost := func() bool { return held.Err() != nil }
+		lost := func() bool { return errors.Is(held.Err(), rlock.ErrLost) }
 		for {
 			if nestAt >= 0 && now() >= nestAt {
 				nestAt = -1
