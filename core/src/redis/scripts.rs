@@ -100,6 +100,8 @@ pub(crate) static INSPECT: Lua = lua!("common.lua", "mutex/queue.lua", "mutex/in
 pub(crate) static DEQUEUE: Lua = lua!("mutex/dequeue.lua");
 /// A client's registration (`core/lua/client/`).
 pub(crate) static REGISTER: Lua = lua!("common.lua", "client/register.lua");
+/// A sharded channel's subscribers as its slot's master counts them.
+pub(crate) static HEARD: Lua = lua!("client/heard.lua");
 
 /// The scripts of a lock many holders share: a read-write lock or a
 /// semaphore (`core/lua/many/`).
@@ -149,7 +151,7 @@ pub(crate) mod cached {
 }
 
 /// Every script the core sends, by name.
-fn every_script() -> [(&'static str, &'static Lua); 15] {
+fn every_script() -> [(&'static str, &'static Lua); 16] {
     [
         ("mutex acquire", &ACQUIRE),
         ("mutex release", &RELEASE),
@@ -157,6 +159,7 @@ fn every_script() -> [(&'static str, &'static Lua); 15] {
         ("mutex inspect", &INSPECT),
         ("mutex dequeue", &DEQUEUE),
         ("client register", &REGISTER),
+        ("client heard", &HEARD),
         ("many acquire", &many::ACQUIRE),
         ("many release", &many::RELEASE),
         ("many extend", &many::EXTEND),

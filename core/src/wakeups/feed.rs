@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::registry::Waiters;
 use crate::redis::endpoint::{Connector, Feed};
+use crate::redis::scripts::{is_noscript, HEARD};
 use crate::shutdown::Shutdown;
 use crate::telemetry::Telemetry;
 
@@ -191,12 +192,14 @@ async fn run_sharded(
         conn,
         subscribed: HashSet::new(),
         pending: HashMap::new(),
+        changes: HashMap::new(),
     };
     let mut tick = tokio::time::interval(CONFIRM_WITHIN / 2);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut probe = tokio::time::interval(PROBE_EVERY);
     probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut probed = 0usize;
+    let (unheard_tx, mut unheard) = mpsc::unbounded_channel();
     loop {
         let waiting = !feed.pending.is_empty();
         let listening = !feed.subscribed.is_empty();
@@ -225,7 +228,11 @@ async fn run_sharded(
                 feed.unconfirmed(&w);
             }
             _ = probe.tick(), if listening => {
-                probed = feed.probe(probed);
+                probed = feed.probe(probed, &unheard_tx);
+            }
+            Some((channel, asked)) = unheard.recv() => {
+                let Some(w) = waiters.upgrade() else { return };
+                feed.unheard(&w, channel, asked);
             }
             channel = requests.recv() => {
                 let Some(channel) = channel else { return };
@@ -257,6 +264,9 @@ struct Sharded {
     /// Sent, not confirmed yet: when, and whether after its node dropped it
     /// (its waiters try again once it is confirmed too).
     pending: HashMap<String, (tokio::time::Instant, bool)>,
+    /// How many times each wanted channel was confirmed or dropped: a
+    /// probe's count taken before the latest of those tells nothing.
+    changes: HashMap<String, u64>,
 }
 
 impl Sharded {
@@ -272,6 +282,7 @@ impl Sharded {
         } else if !wanted
             && (self.subscribed.remove(&channel) | self.pending.remove(&channel).is_some())
         {
+            self.changes.remove(&channel);
             self.unsubscribe(channel);
         }
     }
@@ -306,17 +317,23 @@ impl Sharded {
             .insert(channel, (tokio::time::Instant::now(), after_drop));
     }
 
-    /// Checks where the slots of some subscribed channels live (the next
-    /// `PROBES_AT_ONCE` from `from` on, in turn): a read of a key of each
-    /// slot, which a node that no longer serves it as master answers with
-    /// MOVED, and redis-rs then refreshes its slot map and subscribes its
-    /// channels again where their slots live (their waiters wake on that
-    /// confirmation). A master failed over to its replica does not always
-    /// drop its subscriptions, and one dropped may land again on the old
-    /// master, now a replica, which takes SSUBSCRIBE and hears the messages
-    /// while the scripts, counting subscribers on the master, find the
-    /// waiters in line dead. Where to start next time.
-    fn probe(&self, from: usize) -> usize {
+    /// Asks the masters of the slots of some subscribed channels (the next
+    /// `PROBES_AT_ONCE` from `from` on, in turn) how many subscribers they
+    /// count on each (`client/heard.lua`): the count by which the scripts
+    /// take a waiter in line for alive. A node that no longer serves the
+    /// slot as master answers MOVED, and redis-rs refreshes its slot map
+    /// and subscribes its channels again where their slots live (their
+    /// waiters wake on that confirmation). But a subscription can also sit
+    /// on a node that is no longer the master without redis-rs moving it: a
+    /// master failed over to its replica does not always drop its
+    /// subscriptions, and one dropped may land again on the old master, now
+    /// a replica, through a slot map refreshed before the failover reached
+    /// the node it asked. That replica hears the messages; the master,
+    /// counting nobody, finds the waiters in line dead and frees the lock
+    /// without a word to them. A count of 0 goes to `unheard`, with the
+    /// channel's changes as they were when it was asked. Where to start
+    /// next time.
+    fn probe(&self, from: usize, unheard: &mpsc::UnboundedSender<(String, u64)>) -> usize {
         let channels: Vec<&String> = self.subscribed.iter().collect();
         let start = from % channels.len();
         for channel in channels
@@ -326,13 +343,44 @@ impl Sharded {
             .take(PROBES_AT_ONCE.min(channels.len()))
         {
             let mut conn = self.conn.clone();
-            let read = redis::cmd("EXISTS").arg(channel.as_str()).to_owned();
+            let channel = (*channel).clone();
+            let asked = self.changes_of(&channel);
+            let unheard = unheard.clone();
             tokio::spawn(async move {
-                let _ =
-                    tokio::time::timeout(CONFIRM_WITHIN, read.query_async::<i64>(&mut conn)).await;
+                let heard = async {
+                    let call = HEARD.call(&[&channel]);
+                    match call.cmd(false).query_async::<i64>(&mut conn).await {
+                        Err(e) if is_noscript(&e) => call.cmd(true).query_async(&mut conn).await,
+                        other => other,
+                    }
+                };
+                if let Ok(Ok(0)) = tokio::time::timeout(CONFIRM_WITHIN, heard).await {
+                    let _ = unheard.send((channel, asked));
+                }
             });
         }
         start + PROBES_AT_ONCE
+    }
+
+    /// How many times `channel` was confirmed or dropped so far.
+    fn changes_of(&self, channel: &str) -> u64 {
+        self.changes.get(channel).copied().unwrap_or(0)
+    }
+
+    fn changed(&mut self, channel: &str) {
+        *self.changes.entry(channel.to_owned()).or_default() += 1;
+    }
+
+    /// The master of `channel`'s slot counted no subscriber of it while
+    /// this feed held it subscribed (see `probe`), and nothing changed
+    /// since it was asked (`asked`): taken as dropped. A release may already
+    /// have passed over its waiters in line, so they try again now, and
+    /// again once it is subscribed where the slot lives.
+    fn unheard(&mut self, w: &Waiters, channel: String, asked: u64) {
+        if asked == self.changes_of(&channel) && self.subscribed.contains(&channel) {
+            tracing::debug!(target: "rlock", channel, "sharded subscription not counted by its slot's master; subscribing again");
+            self.dropped(w, channel);
+        }
     }
 
     fn unsubscribe(&self, channel: String) {
@@ -347,6 +395,9 @@ impl Sharded {
     /// map refresh (a release may have been missed meanwhile).
     fn confirmed(&mut self, w: &Waiters, channel: String) {
         let wanted = w.has_waiters(&channel);
+        if wanted {
+            self.changed(&channel);
+        }
         match self.pending.remove(&channel) {
             Some((_, after_drop)) if wanted => {
                 if self.subscribed.insert(channel.clone()) {
@@ -374,11 +425,14 @@ impl Sharded {
         if !self.subscribed.remove(&channel) {
             return;
         }
+        self.changed(&channel);
         w.confirm(&channel, false);
         if w.has_waiters(&channel) {
             tracing::debug!(target: "rlock", channel, "sharded subscription dropped by its node; subscribing again");
             w.resubscribed(&channel);
             self.subscribe(channel, true);
+        } else {
+            self.changes.remove(&channel);
         }
     }
 
