@@ -111,7 +111,7 @@ func rebuildWith(ctx context.Context, key string, rebuild C.uint64_t, loader fun
 	if err != nil {
 		message := cString(err.Error())
 		defer freeString(message)
-		if C.rlock_rebuild_fail(rebuild, message, token) != C.RLOCK_OK {
+		if call(func() C.int32_t { return C.rlock_rebuild_fail(rebuild, message, token) }) != C.RLOCK_OK {
 			forget(token)
 		} else {
 			<-done
@@ -121,7 +121,9 @@ func rebuildWith(ctx context.Context, key string, rebuild C.uint64_t, loader fun
 	cvalue, cformat := cString(string(value)), cString(format)
 	defer freeString(cvalue)
 	defer freeString(cformat)
-	if C.rlock_rebuild_store(rebuild, cvalue, C.bool(value != nil), cformat, token) != C.RLOCK_OK {
+	if call(func() C.int32_t {
+		return C.rlock_rebuild_store(rebuild, cvalue, C.bool(value != nil), cformat, token)
+	}) != C.RLOCK_OK {
 		forget(token)
 		return value, nil
 	}
@@ -140,7 +142,7 @@ func (c *Client) Invalidate(ctx context.Context, key string) (bool, error) {
 	ckey := cString(key)
 	defer freeString(ckey)
 	token, done := request()
-	if C.rlock_invalidate(c.handle, ckey, token) != C.RLOCK_OK {
+	if call(func() C.int32_t { return C.rlock_invalidate(c.handle, ckey, token) }) != C.RLOCK_OK {
 		forget(token)
 		return false, errNotStarted
 	}

@@ -94,7 +94,7 @@ func Connect(ctx context.Context, url string, opts ...ClientOption) (*Client, er
 		first = array
 	}
 	token, done := request()
-	if C.rlock_connect(first, C.size_t(len(urls)), options, token) != C.RLOCK_OK {
+	if call(func() C.int32_t { return C.rlock_connect(first, C.size_t(len(urls)), options, token) }) != C.RLOCK_OK {
 		forget(token)
 		return nil, errNotStarted
 	}
@@ -131,7 +131,7 @@ func connected(o outcome) (*Client, error) {
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		token, done := request()
-		if C.rlock_client_close(c.handle, token) != C.RLOCK_OK {
+		if call(func() C.int32_t { return C.rlock_client_close(c.handle, token) }) != C.RLOCK_OK {
 			forget(token)
 		} else if o := <-done; o.code != codeOK {
 			c.closeErr = failure("", o)

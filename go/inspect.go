@@ -81,7 +81,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (*Inspection, error) 
 	cname := cString(name)
 	defer freeString(cname)
 	token, done := request()
-	if C.rlock_inspect(c.handle, cname, token) != C.RLOCK_OK {
+	if call(func() C.int32_t { return C.rlock_inspect(c.handle, cname, token) }) != C.RLOCK_OK {
 		forget(token)
 		return nil, errNotStarted
 	}

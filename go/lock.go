@@ -23,8 +23,9 @@ type side struct {
 	handle C.uint64_t
 	err    error // the options refused, returned by every acquisition
 
-	mu      sync.Mutex
-	holding *holding // the current holding begun through this side, if any
+	mu       sync.Mutex
+	holding  *holding      // the current holding begun through this side, if any
+	recorded chan struct{} // closed when the next fresh holding is recorded, if someone waits for it
 }
 
 // holding is one fresh acquisition and its re-entries.
@@ -111,6 +112,10 @@ func (s *side) acquire(ctx context.Context, once bool) (*Held, error) {
 			if o.count == 1 {
 				fresh.fence = o.value
 				s.holding = fresh
+				if s.recorded != nil {
+					close(s.recorded)
+					s.recorded = nil
+				}
 			}
 			h = s.holding
 			s.mu.Unlock()
@@ -137,7 +142,29 @@ func (s *side) acquire(ctx context.Context, once bool) (*Held, error) {
 	if a.code != codeOK {
 		return nil, failure(s.name, a.outcome)
 	}
+	if a.holding == nil {
+		// A re-entry whose completion overtook that of the fresh
+		// acquisition it re-entered (each finished on its own thread):
+		// that one is being recorded.
+		a.holding = s.waitRecorded()
+	}
 	return &Held{side: s, holding: a.holding}, nil
+}
+
+// waitRecorded is the side's holding once one is recorded.
+func (s *side) waitRecorded() *holding {
+	s.mu.Lock()
+	for s.holding == nil {
+		if s.recorded == nil {
+			s.recorded = make(chan struct{})
+		}
+		recorded := s.recorded
+		s.mu.Unlock()
+		<-recorded
+		s.mu.Lock()
+	}
+	defer s.mu.Unlock()
+	return s.holding
 }
 
 // FencingToken is the holding's token: larger on every fresh acquisition
@@ -198,7 +225,7 @@ func (h *Held) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	token, done := request()
-	if C.rlock_lock_extend(h.side.handle, ms(ttl), true, token) != C.RLOCK_OK {
+	if call(func() C.int32_t { return C.rlock_lock_extend(h.side.handle, ms(ttl), true, token) }) != C.RLOCK_OK {
 		forget(token)
 		return errNotStarted
 	}

@@ -313,14 +313,13 @@ func TestGoroutinesWaitingOnOneLockNeverOverlapAndHoldNoThread(t *testing.T) {
 	// Waiting, each is parked on a channel, none inside a call into the
 	// core (which would hold its OS thread), and the threads made while
 	// they called in are a handful (calls into the core are bounded to
-	// the Ps that run them).
-	var stacks strings.Builder
-	_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
-	inC := 0
-	for _, g := range strings.Split(stacks.String(), "\n\n") {
-		if strings.Contains(g, "_Cfunc_rlock") {
-			inC++
-		}
+	// the Ps that run them). The last to join the line may still be
+	// returning from the call that joined it (a call drives its request
+	// while it awaits the reply): none is in a call for long.
+	inC := inCalls()
+	for settled := time.Now().Add(5 * time.Second); time.Now().Before(settled) && inC > 0; {
+		time.Sleep(20 * time.Millisecond)
+		inC = inCalls()
 	}
 	grown := pprof.Lookup("threadcreate").Count() - threadsBefore
 	t.Logf("%d goroutines waiting: %d in a C call, %d OS threads made", waiters, inC, grown)
@@ -334,6 +333,19 @@ func TestGoroutinesWaitingOnOneLockNeverOverlapAndHoldNoThread(t *testing.T) {
 	if overlaps.Load() != 0 || done.Load() != int32(waiters) {
 		t.Fatalf("%d overlaps, %d of %d got their turn", overlaps.Load(), done.Load(), waiters)
 	}
+}
+
+// inCalls counts the goroutines inside a call into the core.
+func inCalls() int {
+	var stacks strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+	n := 0
+	for _, g := range strings.Split(stacks.String(), "\n\n") {
+		if strings.Contains(g, "_Cfunc_rlock") {
+			n++
+		}
+	}
+	return n
 }
 
 // Goroutines sharing one Mutex share its holding, whichever of them wakes

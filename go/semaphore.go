@@ -67,7 +67,7 @@ func (s *Semaphore) taking(n int) *side {
 	defer s.mu.Unlock()
 	if _, ok := s.takes[n]; !ok {
 		token, done := request()
-		if C.rlock_semaphore_permits(s.handle, C.int64_t(n), token) != C.RLOCK_OK {
+		if call(func() C.int32_t { return C.rlock_semaphore_permits(s.handle, C.int64_t(n), token) }) != C.RLOCK_OK {
 			forget(token)
 			s.takes[n] = &side{name: s.name, err: errNotStarted}
 		} else if o := <-done; o.code != codeOK {

@@ -45,7 +45,7 @@ type Bucket struct {
 func (c *Client) Stats() Stats {
 	var s Stats
 	token, done := request()
-	if C.rlock_stats(c.handle, token) != C.RLOCK_OK {
+	if call(func() C.int32_t { return C.rlock_stats(c.handle, token) }) != C.RLOCK_OK {
 		forget(token)
 		return s
 	}

@@ -299,9 +299,12 @@ void rlock_semaphore_free(uint64_t semaphore);
 // (its reason as detail), [`RLOCK_OK`] when it ended otherwise, or at once
 // when this acquisition began none (it failed, was cancelled, or
 // re-entered). Returns the wait's id; 0 when not started (a handle that
-// is not a live lock's), and nothing then completes. Both completions run
-// on the runtime's one thread, this lock's acquisitions in the order the
-// core made them (a re-entry after the fresh acquisition it re-entered).
+// is not a live lock's), and nothing then completes. An acquisition that
+// only waits for its own replies is done on the calling thread, both its
+// completions called before this returns; one that waits for more (a lock
+// held elsewhere) goes on on the runtime's thread. This lock's
+// acquisitions complete in the order the core made them (a re-entry after
+// the fresh acquisition it re-entered), on whichever thread.
 uint64_t rlock_lock_acquire(uint64_t lock, bool once, uint64_t token, uint64_t lost_token);
 
 // Releases one acquisition (the holding ends with the last), reporting a

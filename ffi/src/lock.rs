@@ -6,7 +6,7 @@ use rlock_core::{Client, Lock, LockArgs, LockOptions, Unit, Wait};
 
 use crate::completion::{self, Done};
 use crate::failure::{RLOCK_INTERNAL, RLOCK_INVALID, RLOCK_LOST, RLOCK_NOT_OWNER, RLOCK_OK};
-use crate::handles::{CLIENTS, LOCKS, SEMAPHORES};
+use crate::handles::{LockHandle, CLIENTS, LOCKS, SEMAPHORES};
 use crate::requests;
 use crate::text::RlockStr;
 
@@ -61,7 +61,9 @@ pub unsafe extern "C" fn rlock_mutex_new(
     token: u64,
 ) -> i32 {
     make(client, name, args, token, |client, name, options| {
-        Ok(Done::Value(LOCKS.insert(client.lock_with(name, options)?)))
+        Ok(Done::Value(
+            LOCKS.insert(LockHandle::new(client.lock_with(name, options)?)),
+        ))
     })
 }
 
@@ -83,8 +85,8 @@ pub unsafe extern "C" fn rlock_rwlock_new(
     make(client, name, args, token, |client, name, options| {
         let rw = client.rw_lock(name, options)?;
         Ok(Done::Pair(
-            LOCKS.insert(rw.write().clone()),
-            LOCKS.insert(rw.read().clone()),
+            LOCKS.insert(LockHandle::new(rw.write().clone())),
+            LOCKS.insert(LockHandle::new(rw.read().clone())),
         ))
     })
 }
@@ -106,7 +108,7 @@ pub unsafe extern "C" fn rlock_semaphore_new(
 ) -> i32 {
     make(client, name, args, token, |client, name, options| {
         let semaphore = client.semaphore(name, permits, options)?;
-        let one = LOCKS.insert(semaphore.permits(1)?);
+        let one = LOCKS.insert(LockHandle::new(semaphore.permits(1)?));
         Ok(Done::Pair(one, SEMAPHORES.insert(semaphore)))
     })
 }
@@ -127,7 +129,7 @@ pub extern "C" fn rlock_semaphore_permits(semaphore: u64, take: i64, token: u64)
     requests::guard(token, || {
         let lock = semaphore
             .permits(take)
-            .map(|l| Done::Value(LOCKS.insert(l)));
+            .map(|l| Done::Value(LOCKS.insert(LockHandle::new(l))));
         completion::complete(token, lock);
         0
     });
@@ -176,9 +178,12 @@ unsafe fn make(
 /// (its reason as detail), [`RLOCK_OK`] when it ended otherwise, or at once
 /// when this acquisition began none (it failed, was cancelled, or
 /// re-entered). Returns the wait's id; 0 when not started (a handle that
-/// is not a live lock's), and nothing then completes. Both completions run
-/// on the runtime's one thread, this lock's acquisitions in the order the
-/// core made them (a re-entry after the fresh acquisition it re-entered).
+/// is not a live lock's), and nothing then completes. An acquisition that
+/// only waits for its own replies is done on the calling thread, both its
+/// completions called before this returns; one that waits for more (a lock
+/// held elsewhere) goes on on the runtime's thread. This lock's
+/// acquisitions complete in the order the core made them (a re-entry after
+/// the fresh acquisition it re-entered), on whichever thread.
 #[no_mangle]
 pub extern "C" fn rlock_lock_acquire(lock: u64, once: bool, token: u64, lost_token: u64) -> u64 {
     if !completion::ready() {
@@ -189,7 +194,7 @@ pub extern "C" fn rlock_lock_acquire(lock: u64, once: bool, token: u64, lost_tok
     };
     requests::guard(token, || {
         let lost = LostNotice(Some(lost_token));
-        requests::start(token, true, async move {
+        requests::start_through(token, true, lock.gate.clone(), async move {
             let wait = if once { Wait::Once } else { Wait::Forever };
             let acquired = lock.acquire(wait).await?;
             if acquired.count == 1 {

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures_util::FutureExt;
+use rlock_core::spin::Operation;
 use rlock_core::Error;
 use tokio::sync::oneshot;
 
@@ -23,31 +24,72 @@ fn in_flight() -> &'static Mutex<HashMap<u64, oneshot::Sender<()>>> {
     IN_FLIGHT.get_or_init(Default::default)
 }
 
-/// Starts `work` on the runtime and completes `token` with its outcome (a
-/// panic in it with [`RLOCK_INTERNAL`]). A cancellable request returns its id
-/// for [`rlock_cancel`] (never 0); any other 0.
+/// Runs `work` and completes `token` with its outcome (a panic in it with
+/// [`RLOCK_INTERNAL`]). A cancellable request returns its id for
+/// [`rlock_cancel`] (never 0); any other 0.
+///
+/// The calling thread drives `work` itself while it awaits replies of its
+/// own (`runtime::inline`): a request of a round trip or two is done before
+/// this returns, its completion called on this thread, with no hand-over to
+/// the runtime's thread and back (a thread wake-up each way, more than the
+/// round trip itself on a busy machine). Work that waits for anything else
+/// (a lock held elsewhere) goes on on the runtime.
 pub(crate) fn start<F>(token: u64, cancellable: bool, work: F) -> u64
 where
     F: Future<Output = Result<Done, Error>> + Send + 'static,
 {
-    let work = AssertUnwindSafe(work).catch_unwind();
+    start_through(token, cancellable, Arc::default(), work)
+}
+
+/// [`start`], each request's completion passing `gate` one at a time, taken
+/// as soon as its work is done (in the same poll): requests of one gate
+/// complete in the order their work finished, on whichever thread each was
+/// finished. The work itself does not wait for the gate (a single attempt
+/// must not wait for another request's whole wait).
+pub(crate) fn start_through<F>(
+    token: u64,
+    cancellable: bool,
+    gate: Arc<tokio::sync::Mutex<()>>,
+    work: F,
+) -> u64
+where
+    F: Future<Output = Result<Done, Error>> + Send + 'static,
+{
+    let mut work = Operation::new(async move {
+        let outcome = AssertUnwindSafe(work).catch_unwind().await;
+        (outcome, gate.lock_owned().await)
+    });
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let id = if cancellable {
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    } else {
+        0
+    };
+    if let Some((outcome, _passing)) = runtime::inline(&mut work) {
+        finish(token, outcome);
+        return id;
+    }
+    let waiting = runtime::Waiting::start();
     if !cancellable {
-        runtime::spawn(async move { finish(token, work.await) });
+        runtime::spawn(async move {
+            let (outcome, _passing) = work.await;
+            finish(token, outcome);
+            drop(waiting);
+        });
         return 0;
     }
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
     let (cancel, cancelled) = oneshot::channel();
     lock(in_flight()).insert(id, cancel);
     runtime::spawn(async move {
         tokio::select! {
             biased;
-            outcome = work => {
+            (outcome, _passing) = work => {
                 lock(in_flight()).remove(&id);
                 finish(token, outcome);
             }
             Ok(()) = cancelled => completion::fail(token, RLOCK_CANCELLED, "cancelled"),
         }
+        drop(waiting);
     });
     id
 }
@@ -92,10 +134,11 @@ pub(crate) fn guard(token: u64, f: impl FnOnce() -> u64) -> u64 {
     })
 }
 
-/// Runs `fut`, a task owed to `token`, on the runtime; a panic in it
-/// completes `token` with [`RLOCK_INTERNAL`].
+/// Runs `fut`, a task owed to `token`, on the runtime whenever it is next
+/// driven (a watch: nothing to do at once); a panic in it completes `token`
+/// with [`RLOCK_INTERNAL`].
 pub(crate) fn spawn_guarded(token: u64, fut: impl Future<Output = ()> + Send + 'static) {
-    runtime::spawn(async move {
+    runtime::spawn_lazily(async move {
         if AssertUnwindSafe(fut).catch_unwind().await.is_err() {
             completion::fail(token, RLOCK_INTERNAL, PANIC_MESSAGE);
         }

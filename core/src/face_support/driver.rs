@@ -107,9 +107,16 @@ impl Driver {
         F::Output: Send + 'static,
     {
         let task = self.spawn_for_caller(fut);
+        self.drive_now();
+        task
+    }
+
+    /// Has the background thread drive the runtime as soon as no call does,
+    /// without its grace: for a caller that will not drive it again soon
+    /// while spawned work waits (a thread that called in from Go).
+    pub fn drive_now(&self) {
         *self.kicked.lock().unwrap_or_else(PoisonError::into_inner) = true;
         self.kick.notify_one();
-        task
     }
 
     /// Spawns `fut` for a caller that will drive the runtime again in a
