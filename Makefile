@@ -21,7 +21,7 @@ check:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	for src in $(CRATE_SOURCES); do scripts/check-module-cycles $$src || exit 1; done
-	test -z "$$(gofmt -l go)" || { gofmt -l go; exit 1; }
+	test -z "$$(gofmt -l go bench/go)" || { gofmt -l go bench/go; exit 1; }
 	cd go && go vet ./...
 
 # The core's suites that take seconds, not tens of seconds (the Cluster, Sentinel, inspection,

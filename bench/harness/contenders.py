@@ -2,14 +2,15 @@
 which of them each scenario drives.
 
 A contender is a (language, name) pair; each worker (bench/worker.py,
-bench/worker.js, `rlock-bench worker`) knows how to drive the names of its
-language. `floor` is the bare two-command cycle of the language's plain
+bench/worker.js, `rlock-bench worker`, bench/go/worker) knows how to drive the
+names of its language. `floor` is the bare two-command cycle of the language's plain
 client, the yardstick of S1; `rlock` is this project's mutex, `rlock-fair`
 the same in fair mode. A name `kind:library` is another kind of lock:
 `sem:` one permit of a semaphore of PERMITS, `read:` and `write:` the sides
 of a read-write lock; `cached:` is no lock but a cache's read (S10, driven
-by bench/cached_worker.py, bench/cached_worker.js and `rlock-bench
-cached-worker`).
+by bench/cached_worker.py, bench/cached_worker.js, `rlock-bench
+cached-worker` and bench/go/cachedworker); `mix/cached:rlock` is one key read
+by Python, Node and Go processes at once.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from .paths import NODE_FACE
 
 Contender = Tuple[str, str]
 
-LANGS = {"py": "Python", "js": "Node", "rs": "Rust"}
+LANGS = {"py": "Python", "js": "Node", "rs": "Rust", "go": "Go"}
 PY_PEERS = ["redispy-0.1", "redispy-0.001", "python-redis-lock", "pottery"]
 JS_PEERS = ["redlock", "redis-semaphore"]
+GO_PEERS = ["redsync", "redislock"]
 # The semaphore's size in every scenario that takes one.
 PERMITS = 4
 LABELS = {
@@ -42,6 +44,16 @@ LABELS = {
     ("js", "rlock-replay"): "ioredis sending redis-rlock's two commands (bound)",
     ("rs", "floor"): "redis-rs bare cycle (floor)",
     ("rs", "rlock"): "redis-rlock (Rust)",
+    ("go", "floor"): "go-redis bare cycle (floor)",
+    ("go", "rlock"): "redis-rlock (Go)",
+    ("go", "redsync"): "redsync (go-redsync v4, default 32 tries 50–250 ms apart)",
+    ("go", "redislock"): "bsm/redislock, LinearBackoff(100 ms)",
+    ("go", "rlock-fair"): "redis-rlock (Go), fair mode",
+    ("go", "sem:rlock"): "redis-rlock semaphore (Go)",
+    ("go", "write:rlock"): "redis-rlock read-write lock (Go), readers and writers behind a writer",
+    ("go", "cached:rlock"): "redis-rlock cached (Go)",
+    ("go", "cached:rlock-stale"): "redis-rlock cached (Go), stale window",
+    ("mix", "cached:rlock"): "redis-rlock cached, Python, Node and Go processes on one key",
     ("py", "rlock-fair"): "redis-rlock (Python), fair mode",
     ("js", "rlock-fair"): "redis-rlock (Node), fair mode",
     ("rs", "rlock-fair"): "redis-rlock (Rust), fair mode",
@@ -70,7 +82,7 @@ LABELS = {
 # S8: the semaphores, each face's and the peers'.
 SEMAPHORES: List[Contender] = [("py", "sem:rlock"), ("py", "sem:py-redis-semaphore"),
                                ("js", "sem:rlock"), ("js", "sem:redis-semaphore"),
-                               ("rs", "sem:rlock")]
+                               ("rs", "sem:rlock"), ("go", "sem:rlock")]
 
 # S1: every language's floor and lock first, then its peers.
 UNCONTENDED: List[Contender] = (
@@ -80,6 +92,7 @@ UNCONTENDED: List[Contender] = (
     # bound of what any client can make of this lock's two scripts.
     + [("js", "rlock-replay")]
     + [("rs", "floor"), ("rs", "rlock")]
+    + [("go", "floor"), ("go", "rlock")] + [("go", p) for p in GO_PEERS]
     # S8's uncontended cycle, in the same rounds.
     + SEMAPHORES
 )
@@ -88,6 +101,7 @@ UNCONTENDED: List[Contender] = (
 CONTENDED: List[Contender] = (
     [("py", "rlock")] + [("py", p) for p in PY_PEERS] + [("js", "rlock")]
     + [("js", p) for p in JS_PEERS] + [("rs", "rlock")]
+    + [("go", "rlock")] + [("go", p) for p in GO_PEERS]
 )
 
 # The idle waiters: those of S2 and S8, and each face's read-write lock
@@ -107,6 +121,9 @@ CACHED: List[Contender] = (
                                              "cashews-early")]
     + [("js", f"cached:{name}") for name in ("bentocache", "bentocache-grace")]
 )
+# S10 across faces: these languages' processes read one key at once.
+MIXED = ("mix", "cached:rlock")
+MIXED_LANGS = ["py", "js", "go"]
 
 # S7: the two modes of this lock.
 IN_ONE_PROCESS = ["rlock", "rlock-fair"]

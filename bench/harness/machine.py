@@ -100,5 +100,20 @@ def versions() -> Dict[str, str]:
         "ioredis": npm("ioredis"),
         "redlock (node-redlock)": npm("redlock"),
         "redis-semaphore": npm("redis-semaphore"),
+        "go": run("go", "env", "GOVERSION").removeprefix("go"),
+        **go_modules(),
         "bentocache": npm("bentocache"),
     }
+
+
+def go_modules() -> Dict[str, str]:
+    """The Go peers' versions, as bench/go/go.mod pins them."""
+    names = {"github.com/go-redsync/redsync/v4": "redsync", "github.com/bsm/redislock": "bsm/redislock",
+             "github.com/redis/go-redis/v9": "go-redis"}
+    found: Dict[str, str] = {}
+    with open(os.path.join(BENCH, "go", "go.mod")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 2 and parts[0] in names:
+                found[names[parts[0]]] = parts[1].lstrip("v")
+    return found

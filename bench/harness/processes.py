@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Dict, List
 
-from .paths import BENCH, NODE_FACE, RUST_BIN
+from .paths import BENCH, GO_BIN, NODE_FACE, RUST_BIN
 
 
 def mono_ns() -> int:
@@ -22,11 +22,14 @@ def mono_ns() -> int:
 
 def command(lang: str, urls: List[str], program: str = "worker") -> List[str]:
     """`program`: the worker (bench/worker.py, bench/worker.js, `rlock-bench
-    worker`) or another program of its kind (`cached_worker`: S10's)."""
+    worker`, go_bench_worker) or another program of its kind (`cached_worker`:
+    S10's)."""
     if lang == "py":
         return [sys.executable, os.path.join(BENCH, f"{program}.py"), *urls]
     if lang == "js":
         return ["node", os.path.join(BENCH, f"{program}.js"), *urls]
+    if lang == "go":
+        return [os.path.join(GO_BIN, f"go_bench_{program}"), *urls]
     return [RUST_BIN, program.replace("_", "-"), *urls]
 
 

@@ -95,7 +95,7 @@ def binding_overhead(r: Dict[str, Any]) -> List[str]:
     rust_p50 = r["s1_summary"]["rs/rlock"]["p50"]
     return section(
         "s5",
-        faces=[f"| {LANGS[lang]} | {spread(r['s5'][lang], '{:.1f}')} |" for lang in ("py", "js")],
+        faces=[f"| {LANGS[lang]} | {spread(r['s5'][lang], '{:.1f}')} |" for lang in ("py", "js", "go")],
         runtimes=[f"| {h['way']} | {spread(h['rounds'], '{:.0f}')} |" for h in r.get("hops", [])],
         counting=(f"{spread(counting, '{:.0f}')} ns per cycle, {100 * med(counting) / 1000 / rust_p50:.3f} % of "
                   f"the Rust cycle's p50 in S1 ({fmt_us(rust_p50)} µs)") if counting else "not measured",
@@ -141,7 +141,7 @@ def in_one_process(r: Dict[str, Any]) -> List[str]:
             row = [s7s.get(row_key(lang, c, n)) for lang in LANGS]
             if any(x is None for x in row):
                 continue
-            py, js, _ = row
+            py, js = row[0], row[1]
             rows.append(
                 f"| {'fair' if c.endswith('-fair') else 'default'} | {n} | "
                 + " / ".join(f"{x['gap_p50']:.3f}" for x in row) + " | "

@@ -7,7 +7,7 @@ import math
 import statistics
 from typing import Any, Dict, List
 
-from .contenders import IN_ONE_PROCESS, LANGS, PERMITS, kind_of, label_of
+from .contenders import IN_ONE_PROCESS, LANGS, MIXED, PERMITS, kind_of, label_of, key_of
 from .scenarios import read_write as s9
 from .scenarios.in_process_handoff import HANDLES, row_key
 from .stats import spread
@@ -66,8 +66,25 @@ def uncontended(t: Targets, r: Dict[str, Any]) -> None:
               True)
         t.add("S1 (not a target)", "redis-rlock (Node) over ioredis sending its two commands",
               f"{spread([a / b for a, b in zip(js, replay)])}×", True)
-    for lang in ("py", "js", "rs"):
+    go_uncontended(t, r)
+    for lang in ("py", "js", "rs", "go"):
         two_commands(t, "S1", f"exactly 2 commands per cycle ({LANGS[lang]})", counts[f"{lang}/rlock"])
+
+
+def go_uncontended(t: Targets, r: Dict[str, Any]) -> None:
+    """The Go face's cycle against Rust's, both in the same round (S5's
+    back-to-back blocks), and against the Go peers over the same floor."""
+    s1s = r["s1_summary"]
+    if "go/rlock" not in s1s:
+        return
+    rounds = r["s1"]["s5"]
+    ratio = [t["go"] / t["rs"] for t in rounds]
+    t.add("S1", "Go within 1.15× the Rust cycle", f"{spread(ratio)}× (same round)", med(ratio) <= 1.15)
+    go = s1s["go/rlock"]["ratio_to_floor"]
+    for peer in ("redsync", "redislock"):
+        speed = [p / x for p, x in zip(s1s[f"go/{peer}"]["ratio_to_floor"], go)]
+        t.add("S1", f"Go faster than {label_of(f'go/{peer}')}", f"{spread(speed)}× faster", med(speed) > 1)
+    t.add("S1 (not a target)", "Go over the go-redis bare cycle", f"{spread(go)}×", True, shown="measured")
 
 
 def two_commands(t: Targets, scenario: str, target: str, c: Dict[str, Any]) -> None:
@@ -218,6 +235,16 @@ def cached(t: Targets, r: Dict[str, Any]) -> None:
         t.add("S10", f"cold start of {cold['keys']:,} keys × {cold['processes']} processes: "
               f"{cold['keys']:,} loader calls ({face})", f"{cold['loader_calls']:,}",
               cold["loader_calls"] == cold["keys"] and not cold["errors"])
+    mixed = s10s.get(key_of(MIXED))
+    if mixed:
+        e, cold = mixed["expiry"], mixed["cold"]
+        calls = e["calls_per_expiry"]
+        t.add("S10", "exactly 1 loader call per expiry (Python, Node and Go processes on one key)",
+              f"{e['loader_calls']} calls in {e['expiries']} expiries, most in one: {max(calls, default=0)}",
+              bool(calls) and max(calls) == 1)
+        t.add("S10", f"cold start of {cold['keys']:,} keys × {cold['processes']} processes of three "
+              f"faces: {cold['keys']:,} loader calls", f"{cold['loader_calls']:,}",
+              cold["loader_calls"] == cold["keys"] and not cold["errors"])
 
 
 def per_read(c: Dict[str, Any]) -> str:
@@ -236,6 +263,11 @@ def in_one_process(t: Targets, r: Dict[str, Any]) -> None:
             mode = "fair mode" if c.endswith("-fair") else "default mode"
             t.add("S7", f"Node handoff p50 ≤ 1.5× Python's, {n} handles of one client ({mode})",
                   f"{js['gap_p50']:.3f} ms against {py['gap_p50']:.3f} ms ({ratio:.2f}×)", ratio <= 1.5)
+            go, rs = s7s.get(row_key("go", c, n)), s7s.get(row_key("rs", c, n))
+            if go and rs:
+                ratio = go["gap_p50"] / rs["gap_p50"]
+                t.add("S7", f"Go handoff p50 ≤ 1.5× Rust's, {n} goroutines / tasks of one client ({mode})",
+                      f"{go['gap_p50']:.3f} ms against {rs['gap_p50']:.3f} ms ({ratio:.2f}×)", ratio <= 1.5)
 
 
 def safety(t: Targets, r: Dict[str, Any]) -> None:

@@ -15,6 +15,9 @@ on its own keys:
   cold     COLD_KEYS distinct keys, none cached, each read once by every
            process at about the same time: loader calls (at best one per key)
 
+Last, redis-rlock's cache once more with the PROCESSES processes shared out
+among Python, Node and Go (MIXED): one loader call per expiry across faces.
+
 Readers pause a random 0 to 2 × PACE_MS between reads, so the load is a
 steady PROCESSES × READERS / PACE_MS reads per second whatever a read costs.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from ..contenders import CACHED, Contender, key_of
+from ..contenders import CACHED, MIXED, MIXED_LANGS, Contender, key_of
 from ..log import log
 from ..monitor import Monitor
 from ..processes import Worker, close_all, mono_ns
@@ -55,8 +58,9 @@ Block = Dict[str, Any]
 
 
 def cached(server: BenchServer, expiry_seconds: float) -> Dict[str, Block]:
-    """Every contender of CACHED in turn, on PROCESSES workers of its language."""
-    langs = sorted({lang for lang, _ in CACHED})
+    """Every contender of CACHED in turn, on PROCESSES workers of its language,
+    then MIXED on PROCESSES workers of MIXED_LANGS in turn."""
+    langs = sorted({lang for lang, _ in CACHED} | set(MIXED_LANGS))
     pools = {lang: [Worker(lang, [server.url], "cached_worker") for _ in range(PROCESSES)]
              for lang in langs}
     out: Dict[str, Block] = {}
@@ -65,6 +69,10 @@ def cached(server: BenchServer, expiry_seconds: float) -> Dict[str, Block]:
             out[key_of(item)] = one_contender(server, pools[item[0]], item, expiry_seconds)
             server.redis.flushall()
             log(f"S10: {key_of(item)} done")
+        mixed = [pools[MIXED_LANGS[i % len(MIXED_LANGS)]][i // len(MIXED_LANGS)]
+                 for i in range(PROCESSES)]
+        out[key_of(MIXED)] = one_contender(server, mixed, MIXED, expiry_seconds)
+        log(f"S10: {key_of(MIXED)} done")
     finally:
         close_all(pools)
     return out

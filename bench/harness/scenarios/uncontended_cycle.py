@@ -3,7 +3,7 @@
 
 Each contender's block alternates, in chunks of 10 cycles, with the floor of
 its own language in the same process: the ratio of the two is taken block by
-block, so load that comes and goes cancels out. The three faces of
+block, so load that comes and goes cancels out. The four faces of
 redis-rlock also run back to back in every round (S5).
 """
 
@@ -20,7 +20,7 @@ from ..processes import Worker
 from ..server import BenchServer
 from ..stats import pct
 
-FACES: List[Contender] = [("rs", "rlock"), ("py", "rlock"), ("js", "rlock")]
+FACES: List[Contender] = [("rs", "rlock"), ("py", "rlock"), ("js", "rlock"), ("go", "rlock")]
 
 
 def run_block(first: Dict[str, Worker], item: Contender, n: int, **pairing: Any) -> Dict[str, Any]:
@@ -116,5 +116,5 @@ def summarise(res: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def face_overhead(s5: List[Dict[str, float]]) -> Dict[str, List[float]]:
-    """S5: per round, the Python and Node faces' median cycle minus Rust's."""
-    return {lang: [t[lang] - t["rs"] for t in s5] for lang in ("py", "js")}
+    """S5: per round, the Python, Node and Go faces' median cycle minus Rust's."""
+    return {lang: [t[lang] - t["rs"] for t in s5] for lang in ("py", "js", "go")}
