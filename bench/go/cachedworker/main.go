@@ -37,40 +37,20 @@ type reader struct {
 	rdb      *redis.Client
 }
 
-func seconds(req wire.Request, field string) (time.Duration, error) {
-	s, ok := req[field].(float64)
-	if !ok {
-		return 0, fmt.Errorf("missing %s", field)
-	}
-	return time.Duration(s * float64(time.Second)), nil
-}
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 func newReader(client *rlock.Client, rdb *redis.Client, req wire.Request) (*reader, error) {
-	ttl, err := seconds(req, "ttl")
-	if err != nil {
-		return nil, err
-	}
-	options := []rlock.Option{rlock.WithTTL(ttl)}
+	f := req.Fields()
+	options := []rlock.Option{rlock.WithTTL(seconds(f.Float("ttl")))}
 	switch req["contender"] {
 	case "cached:rlock":
 	case "cached:rlock-stale":
-		stale, err := seconds(req, "stale")
-		if err != nil {
-			return nil, err
-		}
-		options = append(options, rlock.WithStale(stale))
+		options = append(options, rlock.WithStale(seconds(f.Float("stale"))))
 	default:
 		return nil, fmt.Errorf("unknown contender %v", req["contender"])
 	}
-	loads, err := req.Text("loads")
-	if err != nil {
-		return nil, err
-	}
-	loaderMs, err := req.Number("loader_ms")
-	if err != nil {
-		return nil, err
-	}
-	return &reader{client, options, loads, loaderMs, rdb}, nil
+	r := &reader{client, options, f.Text("loads"), f.Number("loader_ms"), rdb}
+	return r, f.Err()
 }
 
 // get is one read of key: the t1 of the value it got.
@@ -107,24 +87,10 @@ func pause(maxMs float64) time.Duration {
 // pausing a random 0 to 2 × `pace_ms` between reads: one record [began,
 // ended, value's t1] per read.
 func read(r *reader, req wire.Request) (any, error) {
-	key, err := req.Text("key")
-	if err != nil {
-		return nil, err
-	}
-	start, err := req.Number("start")
-	if err != nil {
-		return nil, err
-	}
-	end, err := req.Number("end")
-	if err != nil {
-		return nil, err
-	}
-	pace, ok := req["pace_ms"].(float64)
-	if !ok {
-		return nil, errors.New("missing pace_ms")
-	}
-	readers, err := req.Number("readers")
-	if err != nil {
+	f := req.Fields()
+	key, start, end := f.Text("key"), f.Number("start"), f.Number("end")
+	pace, readers := f.Float("pace_ms"), f.Number("readers")
+	if err := f.Err(); err != nil {
 		return nil, err
 	}
 	var errs atomic.Int64
@@ -162,20 +128,10 @@ func read(r *reader, req wire.Request) (any, error) {
 // cold: from `start`, `readers` goroutines share out keys prefix:0 to
 // prefix:{keys - 1} in that order, each key read once by this process.
 func cold(r *reader, req wire.Request) (any, error) {
-	prefix, err := req.Text("prefix")
-	if err != nil {
-		return nil, err
-	}
-	keys, err := req.Number("keys")
-	if err != nil {
-		return nil, err
-	}
-	start, err := req.Number("start")
-	if err != nil {
-		return nil, err
-	}
-	readers, err := req.Number("readers")
-	if err != nil {
+	f := req.Fields()
+	prefix, keys := f.Text("prefix"), f.Number("keys")
+	start, readers := f.Number("start"), f.Number("readers")
+	if err := f.Err(); err != nil {
 		return nil, err
 	}
 	var next, errs atomic.Int64
@@ -202,12 +158,9 @@ func cold(r *reader, req wire.Request) (any, error) {
 
 // seq: `n` reads of `key` one after another (the harness counts what they send).
 func seq(r *reader, req wire.Request) (any, error) {
-	key, err := req.Text("key")
-	if err != nil {
-		return nil, err
-	}
-	n, err := req.Number("n")
-	if err != nil {
+	f := req.Fields()
+	key, n := f.Text("key"), f.Number("n")
+	if err := f.Err(); err != nil {
 		return nil, err
 	}
 	lat := []int64{}

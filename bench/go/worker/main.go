@@ -182,11 +182,7 @@ func newContenderFor(name, key string, permits int, ttl time.Duration) (contende
 
 func main() {
 	wire.Serve(func(req wire.Request) (any, error) {
-		op, err := req.Text("op")
-		if err != nil {
-			return nil, err
-		}
-		switch op {
+		switch req["op"] {
 		case "s1":
 			return s1(req)
 		case "s2":
@@ -196,7 +192,7 @@ func main() {
 		case "idle":
 			return idle(req)
 		}
-		return nil, fmt.Errorf("unknown op %q", op)
+		return nil, fmt.Errorf("unknown op %v", req["op"])
 	})
 }
 
@@ -204,16 +200,9 @@ func main() {
 // `pair`, that contender's cycles alternate with them in chunks of `chunk`
 // (its latencies come back as pair_lat).
 func s1(req wire.Request) (any, error) {
-	name, err := req.Text("contender")
-	if err != nil {
-		return nil, err
-	}
-	key, err := req.Text("key")
-	if err != nil {
-		return nil, err
-	}
-	n, err := req.Number("n")
-	if err != nil {
+	f := req.Fields()
+	name, key, n := f.Text("contender"), f.Text("key"), f.Number("n")
+	if err := f.Err(); err != nil {
 		return nil, err
 	}
 	chunk := max(req.NumberOr("chunk", n), 1)
@@ -264,21 +253,11 @@ type loopArgs struct {
 	start, end      int64
 }
 
-func loopRequest(req wire.Request) (a loopArgs, err error) {
-	if a.name, err = req.Text("contender"); err != nil {
-		return
-	}
-	if a.key, err = req.Text("key"); err != nil {
-		return
-	}
-	if a.warm, err = req.Text("warm"); err != nil {
-		return
-	}
-	if a.start, err = req.Number("start"); err != nil {
-		return
-	}
-	a.end, err = req.Number("end")
-	return
+func loopRequest(req wire.Request) (loopArgs, error) {
+	f := req.Fields()
+	a := loopArgs{name: f.Text("contender"), key: f.Text("key"), warm: f.Text("warm"),
+		start: f.Number("start"), end: f.Number("end")}
+	return a, f.Err()
 }
 
 // warmUp takes and gives back a lock on another key, so that connections
@@ -379,8 +358,9 @@ func s7(req wire.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	handles, err := req.Number("handles")
-	if err != nil {
+	f := req.Fields()
+	handles := f.Number("handles")
+	if err := f.Err(); err != nil {
 		return nil, err
 	}
 	contenders := make([]contender, handles)
@@ -437,16 +417,9 @@ func s7(req wire.Request) (any, error) {
 // by default). Answers once they wait; the harness measures, then ends this
 // process.
 func idle(req wire.Request) (any, error) {
-	name, err := req.Text("contender")
-	if err != nil {
-		return nil, err
-	}
-	key, err := req.Text("key")
-	if err != nil {
-		return nil, err
-	}
-	waiters, err := req.Number("waiters")
-	if err != nil {
+	f := req.Fields()
+	name, key, waiters := f.Text("contender"), f.Text("key"), f.Number("waiters")
+	if err := f.Err(); err != nil {
 		return nil, err
 	}
 	permits := int(req.NumberOr("permits", 1))

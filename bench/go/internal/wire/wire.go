@@ -35,23 +35,51 @@ func SleepUntil(at int64) {
 	}
 }
 
-// Text is a string field.
-func (r Request) Text(field string) (string, error) {
-	s, ok := r[field].(string)
-	if !ok {
-		return "", fmt.Errorf("missing %s", field)
-	}
-	return s, nil
+// Fields reads the fields a request must have; Err then names the first
+// one missing.
+type Fields struct {
+	r   Request
+	err error
 }
 
-// Number is an integer field.
-func (r Request) Number(field string) (int64, error) {
-	n, ok := r[field].(float64)
+// Fields of r.
+func (r Request) Fields() *Fields { return &Fields{r: r} }
+
+// Text is a string field ("" when missing).
+func (f *Fields) Text(field string) string {
+	s, ok := f.r[field].(string)
 	if !ok {
-		return 0, fmt.Errorf("missing %s", field)
+		f.missing(field)
 	}
-	return int64(n), nil
+	return s
 }
+
+// Number is an integer field (0 when missing).
+func (f *Fields) Number(field string) int64 {
+	n, ok := f.r[field].(float64)
+	if !ok {
+		f.missing(field)
+	}
+	return int64(n)
+}
+
+// Float is a number field (0 when missing).
+func (f *Fields) Float(field string) float64 {
+	n, ok := f.r[field].(float64)
+	if !ok {
+		f.missing(field)
+	}
+	return n
+}
+
+func (f *Fields) missing(field string) {
+	if f.err == nil {
+		f.err = fmt.Errorf("missing %s", field)
+	}
+}
+
+// Err is the first field missing, if any.
+func (f *Fields) Err() error { return f.err }
 
 // NumberOr is an integer field, or def when absent.
 func (r Request) NumberOr(field string, def int64) int64 {
