@@ -3,11 +3,15 @@ package rlock
 // The crossing into the core's C ABI (ffi/include/rlock.h; include/rlock.h
 // in the module as released, beside lib/<GOOS>_<GOARCH>/librlock.a, the
 // core's static library for that platform): every request
-// starts with a call that never blocks, and its outcome comes back through
-// rlockComplete, called from the core's runtime thread with the cgo.Handle
-// of a func the request registered. That func hands the outcome on without
-// blocking (to a channel of one slot, or by closing one), so a goroutine
-// that waits for a lock is parked on a channel and holds no OS thread.
+// starts with a call that returns once the request only waits for something
+// else than its own replies (a lock held elsewhere), and its outcome comes
+// back through rlockComplete, called with the cgo.Handle of a func the
+// request registered: on the calling thread before the call returns (a
+// request of a round trip or two, which that thread drives itself), or
+// later from the core's runtime thread. That func hands the outcome on
+// without blocking (to a channel of one slot, or by closing one) and never
+// calls into the core, so a goroutine that waits for a lock is parked on a
+// channel and holds no OS thread.
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/include -I${SRCDIR}/../ffi/include

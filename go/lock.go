@@ -16,16 +16,14 @@ import (
 
 // side is one lock that one owner acquires and releases: a Mutex, one side
 // of an RWMutex, a Semaphore's permits. Goroutines sharing it share its
-// holding (a second acquisition while held nests).
+// holding (a second acquisition while held nests), and each acquisition is
+// told of that holding's loss on its own.
 type side struct {
 	client *Client // kept alive while its locks are: its finalizer closes it
 	name   string
 	handle C.uint64_t
 	err    error // the options refused, returned by every acquisition
 
-	mu       sync.Mutex
-	holding  *holding      // the current holding begun through this side, if any
-	recorded chan struct{} // closed when the next fresh holding is recorded, if someone waits for it
 }
 
 // holding is one fresh acquisition and its re-entries.
@@ -89,39 +87,14 @@ func (s *side) acquire(ctx context.Context, once bool) (*Held, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	fresh := &holding{lost: make(chan struct{})}
+	held := &holding{lost: make(chan struct{})}
 	lostToken := notice(func(o outcome) {
 		if o.code == codeLost {
-			fresh.reason = failure(s.name, o)
-			close(fresh.lost)
+			held.reason = failure(s.name, o)
+			close(held.lost)
 		}
 	})
-	// The holding an acquisition belongs to is settled in its completion:
-	// the core completes this side's acquisitions one at a time, in the
-	// order it made them, so a re-entry finds the fresh holding it
-	// re-entered already recorded, whichever goroutine wakes first.
-	type acquired struct {
-		outcome
-		holding *holding
-	}
-	done := make(chan acquired, 1)
-	token := notice(func(o outcome) {
-		var h *holding
-		if o.code == codeOK {
-			s.mu.Lock()
-			if o.count == 1 {
-				fresh.fence = o.value
-				s.holding = fresh
-				if s.recorded != nil {
-					close(s.recorded)
-					s.recorded = nil
-				}
-			}
-			h = s.holding
-			s.mu.Unlock()
-		}
-		done <- acquired{o, h}
-	})
+	token, done := request()
 	id := call(func() C.uint64_t { return C.rlock_lock_acquire(s.handle, C.bool(once), token, lostToken) })
 	runtime.KeepAlive(s)
 	if id == 0 {
@@ -129,42 +102,21 @@ func (s *side) acquire(ctx context.Context, once bool) (*Held, error) {
 		forget(lostToken)
 		return nil, errNotStarted
 	}
-	var a acquired
+	var o outcome
 	select {
-	case a = <-done:
+	case o = <-done:
 	case <-ctx.Done():
 		C.rlock_cancel(id)
 		// The outcome comes either way: cancelled, or what came first.
-		if a = <-done; a.code == codeCancelled {
+		if o = <-done; o.code == codeCancelled {
 			return nil, fmt.Errorf("rlock: waiting for %q: %w", s.name, ctx.Err())
 		}
 	}
-	if a.code != codeOK {
-		return nil, failure(s.name, a.outcome)
+	if o.code != codeOK {
+		return nil, failure(s.name, o)
 	}
-	if a.holding == nil {
-		// A re-entry whose completion overtook that of the fresh
-		// acquisition it re-entered (each finished on its own thread):
-		// that one is being recorded.
-		a.holding = s.waitRecorded()
-	}
-	return &Held{side: s, holding: a.holding}, nil
-}
-
-// waitRecorded is the side's holding once one is recorded.
-func (s *side) waitRecorded() *holding {
-	s.mu.Lock()
-	for s.holding == nil {
-		if s.recorded == nil {
-			s.recorded = make(chan struct{})
-		}
-		recorded := s.recorded
-		s.mu.Unlock()
-		<-recorded
-		s.mu.Lock()
-	}
-	defer s.mu.Unlock()
-	return s.holding
+	held.fence = o.value
+	return &Held{side: s, holding: held}, nil
 }
 
 // FencingToken is the holding's token: larger on every fresh acquisition

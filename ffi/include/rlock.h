@@ -295,16 +295,16 @@ void rlock_semaphore_free(uint64_t semaphore);
 // with `once` makes one attempt ([`RLOCK_BUSY`](crate::failure::RLOCK_BUSY)
 // when held elsewhere). Completes `token` with the fencing token as value
 // and the re-entry depth as count. Completes `lost_token` exactly once,
-// after: [`RLOCK_LOST`](crate::failure::RLOCK_LOST) when the holding this acquisition began is lost
-// (its reason as detail), [`RLOCK_OK`] when it ended otherwise, or at once
-// when this acquisition began none (it failed, was cancelled, or
-// re-entered). Returns the wait's id; 0 when not started (a handle that
-// is not a live lock's), and nothing then completes. An acquisition that
-// only waits for its own replies is done on the calling thread, both its
-// completions called before this returns; one that waits for more (a lock
-// held elsewhere) goes on on the runtime's thread. This lock's
-// acquisitions complete in the order the core made them (a re-entry after
-// the fresh acquisition it re-entered), on whichever thread.
+// after: [`RLOCK_LOST`](crate::failure::RLOCK_LOST) when the holding this
+// acquisition began or re-entered is lost (its reason as detail),
+// [`RLOCK_OK`] when it ended otherwise, or at once when this acquisition
+// got none (it failed, or was cancelled). Returns the wait's id; 0 when not
+// started (a handle that is not a live lock's), and nothing then
+// completes. An acquisition that only waits for its own replies is done on
+// the calling thread, its completion called before this returns; one that
+// waits for more (a lock held elsewhere) goes on on the runtime's thread.
+// Each acquisition is told of its own holding's loss, so acquisitions of
+// one lock may complete in any order.
 uint64_t rlock_lock_acquire(uint64_t lock, bool once, uint64_t token, uint64_t lost_token);
 
 // Releases one acquisition (the holding ends with the last), reporting a

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use rlock_core::{Client, Lock, Rebuild, Semaphore};
 
@@ -49,37 +49,8 @@ impl<T: Clone> Handles<T> {
 }
 
 pub(crate) static CLIENTS: Handles<Client> = Handles::new();
-pub(crate) static LOCKS: Handles<LockHandle> = Handles::new();
+pub(crate) static LOCKS: Handles<Lock> = Handles::new();
 /// Semaphores, whose locks taking other numbers of permits are made from them.
 pub(crate) static SEMAPHORES: Handles<Semaphore> = Handles::new();
 /// Rebuilds in progress: each ended once, taken out of the table to end it.
 pub(crate) static REBUILDS: Handles<Rebuild> = Handles::new();
-
-/// A lock as its handle holds it: the core's lock, and the gate its
-/// acquisitions pass one at a time, each until its outcome is delivered.
-/// The core already lets one acquisition of an owner run at a time (its
-/// whole wait); the gate extends that to the delivery, so that the caller
-/// learns of a fresh acquisition before it learns of a re-entry into it,
-/// whichever thread each was finished on (see `requests::start`).
-#[derive(Clone)]
-pub(crate) struct LockHandle {
-    pub(crate) lock: Lock,
-    pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl LockHandle {
-    pub(crate) fn new(lock: Lock) -> Self {
-        LockHandle {
-            lock,
-            gate: Arc::default(),
-        }
-    }
-}
-
-impl std::ops::Deref for LockHandle {
-    type Target = Lock;
-
-    fn deref(&self) -> &Lock {
-        &self.lock
-    }
-}

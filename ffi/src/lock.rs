@@ -6,7 +6,7 @@ use rlock_core::{Client, Lock, LockArgs, LockOptions, Unit, Wait};
 
 use crate::completion::{self, Done};
 use crate::failure::{RLOCK_INTERNAL, RLOCK_INVALID, RLOCK_LOST, RLOCK_NOT_OWNER, RLOCK_OK};
-use crate::handles::{LockHandle, CLIENTS, LOCKS, SEMAPHORES};
+use crate::handles::{CLIENTS, LOCKS, SEMAPHORES};
 use crate::requests;
 use crate::text::RlockStr;
 
@@ -61,9 +61,7 @@ pub unsafe extern "C" fn rlock_mutex_new(
     token: u64,
 ) -> i32 {
     make(client, name, args, token, |client, name, options| {
-        Ok(Done::Value(
-            LOCKS.insert(LockHandle::new(client.lock_with(name, options)?)),
-        ))
+        Ok(Done::Value(LOCKS.insert(client.lock_with(name, options)?)))
     })
 }
 
@@ -85,8 +83,8 @@ pub unsafe extern "C" fn rlock_rwlock_new(
     make(client, name, args, token, |client, name, options| {
         let rw = client.rw_lock(name, options)?;
         Ok(Done::Pair(
-            LOCKS.insert(LockHandle::new(rw.write().clone())),
-            LOCKS.insert(LockHandle::new(rw.read().clone())),
+            LOCKS.insert(rw.write().clone()),
+            LOCKS.insert(rw.read().clone()),
         ))
     })
 }
@@ -108,7 +106,7 @@ pub unsafe extern "C" fn rlock_semaphore_new(
 ) -> i32 {
     make(client, name, args, token, |client, name, options| {
         let semaphore = client.semaphore(name, permits, options)?;
-        let one = LOCKS.insert(LockHandle::new(semaphore.permits(1)?));
+        let one = LOCKS.insert(semaphore.permits(1)?);
         Ok(Done::Pair(one, SEMAPHORES.insert(semaphore)))
     })
 }
@@ -129,7 +127,7 @@ pub extern "C" fn rlock_semaphore_permits(semaphore: u64, take: i64, token: u64)
     requests::guard(token, || {
         let lock = semaphore
             .permits(take)
-            .map(|l| Done::Value(LOCKS.insert(LockHandle::new(l))));
+            .map(|l| Done::Value(LOCKS.insert(l)));
         completion::complete(token, lock);
         0
     });
@@ -174,16 +172,16 @@ unsafe fn make(
 /// with `once` makes one attempt ([`RLOCK_BUSY`](crate::failure::RLOCK_BUSY)
 /// when held elsewhere). Completes `token` with the fencing token as value
 /// and the re-entry depth as count. Completes `lost_token` exactly once,
-/// after: [`RLOCK_LOST`](crate::failure::RLOCK_LOST) when the holding this acquisition began is lost
-/// (its reason as detail), [`RLOCK_OK`] when it ended otherwise, or at once
-/// when this acquisition began none (it failed, was cancelled, or
-/// re-entered). Returns the wait's id; 0 when not started (a handle that
-/// is not a live lock's), and nothing then completes. An acquisition that
-/// only waits for its own replies is done on the calling thread, both its
-/// completions called before this returns; one that waits for more (a lock
-/// held elsewhere) goes on on the runtime's thread. This lock's
-/// acquisitions complete in the order the core made them (a re-entry after
-/// the fresh acquisition it re-entered), on whichever thread.
+/// after: [`RLOCK_LOST`](crate::failure::RLOCK_LOST) when the holding this
+/// acquisition began or re-entered is lost (its reason as detail),
+/// [`RLOCK_OK`] when it ended otherwise, or at once when this acquisition
+/// got none (it failed, or was cancelled). Returns the wait's id; 0 when not
+/// started (a handle that is not a live lock's), and nothing then
+/// completes. An acquisition that only waits for its own replies is done on
+/// the calling thread, its completion called before this returns; one that
+/// waits for more (a lock held elsewhere) goes on on the runtime's thread.
+/// Each acquisition is told of its own holding's loss, so acquisitions of
+/// one lock may complete in any order.
 #[no_mangle]
 pub extern "C" fn rlock_lock_acquire(lock: u64, once: bool, token: u64, lost_token: u64) -> u64 {
     if !completion::ready() {
@@ -194,12 +192,10 @@ pub extern "C" fn rlock_lock_acquire(lock: u64, once: bool, token: u64, lost_tok
     };
     requests::guard(token, || {
         let lost = LostNotice(Some(lost_token));
-        requests::start_through(token, true, lock.gate.clone(), async move {
+        requests::start(token, true, async move {
             let wait = if once { Wait::Once } else { Wait::Forever };
             let acquired = lock.acquire(wait).await?;
-            if acquired.count == 1 {
-                lost.watch(&lock);
-            }
+            lost.watch(&lock);
             Ok(Done::Acquired {
                 fence: acquired.fencing_token,
                 count: acquired.count,

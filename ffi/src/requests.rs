@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use futures_util::FutureExt;
 use rlock_core::spin::Operation;
@@ -38,42 +38,29 @@ pub(crate) fn start<F>(token: u64, cancellable: bool, work: F) -> u64
 where
     F: Future<Output = Result<Done, Error>> + Send + 'static,
 {
-    start_through(token, cancellable, Arc::default(), work)
-}
-
-/// [`start`], each request's completion passing `gate` one at a time, taken
-/// as soon as its work is done (in the same poll): requests of one gate
-/// complete in the order their work finished, on whichever thread each was
-/// finished. The work itself does not wait for the gate (a single attempt
-/// must not wait for another request's whole wait).
-pub(crate) fn start_through<F>(
-    token: u64,
-    cancellable: bool,
-    gate: Arc<tokio::sync::Mutex<()>>,
-    work: F,
-) -> u64
-where
-    F: Future<Output = Result<Done, Error>> + Send + 'static,
-{
-    let mut work = Operation::new(async move {
-        let outcome = AssertUnwindSafe(work).catch_unwind().await;
-        (outcome, gate.lock_owned().await)
-    });
+    let mut work = Operation::new(AssertUnwindSafe(work).catch_unwind());
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let id = if cancellable {
         NEXT.fetch_add(1, Ordering::Relaxed)
     } else {
         0
     };
-    if let Some((outcome, _passing)) = runtime::inline(&mut work) {
+    if let Some(outcome) = runtime::inline(&mut work) {
         finish(token, outcome);
+        return id;
+    }
+    if runtime::get().is_none() {
+        completion::fail(
+            token,
+            RLOCK_INTERNAL,
+            "rlock: the core's runtime is not running",
+        );
         return id;
     }
     let waiting = runtime::Waiting::start();
     if !cancellable {
         runtime::spawn(async move {
-            let (outcome, _passing) = work.await;
-            finish(token, outcome);
+            finish(token, work.await);
             drop(waiting);
         });
         return 0;
@@ -83,7 +70,7 @@ where
     runtime::spawn(async move {
         tokio::select! {
             biased;
-            (outcome, _passing) = work => {
+            outcome = work => {
                 lock(in_flight()).remove(&id);
                 finish(token, outcome);
             }
