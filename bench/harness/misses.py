@@ -31,9 +31,15 @@ def why_missed(r: Run) -> List[str]:
     if any(t["scenario"] == "S2" and ("longest" in t["target"] or "handoffs" in t["target"])
            for t in missed):
         bullets.append(s2_default_mode(r, missed))
-    s7_missed = [t for t in missed if t["scenario"] == "S7"]
+    if any(t["scenario"] == "S1" and "Go faster than bsm" in t["target"] for t in missed):
+        bullets.append(go_s1(r))
+    s7_missed = [t for t in missed if t["scenario"] == "S7" and "Node" in t["target"]]
     if s7_missed:
         bullets.append(in_one_process(r, s7_missed))
+    s7_go = [t for t in missed if t["scenario"] == "S7" and "Go" in t["target"]]
+    if s7_go:
+        bullets.append(sentence("miss-s7-go", misses="; ".join(
+            f"{t['target'].split(', ', 1)[1]}: {t['figure']}" for t in s7_go)))
     if any(t["scenario"] == "S8" and "redis-semaphore" in t["target"] for t in missed):
         bullets.append(semaphore(r))
     s10_missed = [t for t in missed if t["scenario"] == "S10"]
@@ -136,6 +142,18 @@ def semaphore(r: Run) -> str:
         peer_spread=f"{med(peer['worker_spread']):.2f}",
         longest=", ".join(f"{s['longest_wait_ms']:.0f}" for s in ours.values()),
         spread=", ".join(f"{med(s['worker_spread']):.2f}" for s in ours.values()))
+
+
+def go_s1(r: Run) -> str:
+    s1s, counts = r["s1_summary"], r["s1"]["counts"]
+    ours, theirs = counts["go/rlock"], counts["go/redislock"]
+    return sentence(
+        "miss-go-s1", theirs_calls=f"{theirs['scripted_per_cycle'] + theirs['sent_per_cycle']:g}",
+        theirs_us=f"{theirs['server_us_per_cycle']:.1f}",
+        ours_calls=f"{ours['scripted_per_cycle'] + ours['sent_per_cycle']:g}",
+        ours_us=f"{ours['server_us_per_cycle']:.1f}",
+        over_floor=f"{med(s1s['go/rlock']['ratio_to_floor']):.2f}",
+        rust_over_floor=f"{med(s1s['rs/rlock']['ratio_to_floor']):.2f}")
 
 
 def in_one_process(r: Run, s7_missed: List[Target]) -> str:
